@@ -1,0 +1,49 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# make check: run perf-bstack's perf tests (the C suite and the shell tests
+# whose description starts with "perf bstack"), then checkpatch on our own
+# C files, and print one closing line: N passed, N failed[, N skipped].
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+log=$build/check.log
+pass=0
+fail=0
+skip=0
+
+: > "$log"
+
+# perf test looks for tools/perf/tests/shell below the current directory
+cd "$build/linux" || exit 1
+"$build/perf/perf" test -v bstack > "$build/perf-test.log" 2>&1
+cat "$build/perf-test.log" >> "$log"
+results=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$build/perf-test.log")
+echo "$results"
+pass=$(echo "$results" | grep -c ': Ok$')
+fail=$(echo "$results" | grep -c ': FAILED!$')
+skip=$(echo "$results" | grep -c ': Skip')
+if [ -z "$results" ]; then
+	echo "error: perf test ran no bstack test, see build/perf-test.log"
+	fail=$((fail + 1))
+fi
+
+cd "$top" || exit 1
+for f in $(find tools kernel -name '*.[ch]' 2>/dev/null | sort); do
+	if out=$(perl "$build/linux/scripts/checkpatch.pl" --no-tree --terse -f "$f" 2>&1) &&
+	   ! echo "$out" | grep -qE 'ERROR|WARNING'; then
+		pass=$((pass + 1))
+	else
+		echo "checkpatch: $f"
+		echo "$out" | grep -E 'ERROR|WARNING'
+		fail=$((fail + 1))
+	fi
+done
+
+if [ "$skip" -gt 0 ]; then
+	echo "$pass passed, $fail failed, $skip skipped"
+else
+	echo "$pass passed, $fail failed"
+fi
+[ "$fail" -eq 0 ]
