@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * perf bstack: sample user stacks as (build-id, file offset) frames.
+ *
+ * Attached to per-CPU sampling events.  Each sample takes the user stack
+ * with BPF_F_USER_BUILD_ID and the kernel stack as IPs, stores each stack
+ * once in a hash map keyed by a hash of its frames, and counts samples per
+ * {pid, tid, cpu, comm, user stack, kernel stack}.  Nothing goes through
+ * the perf ring buffer: user space drains the maps into perf.data.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <asm-generic/errno-base.h>
+
+#include "bstack.h"
+
+#define CLONE_THREAD	0x10000
+
+/* resized from user space before load */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct bpf_bstack_user_stack);
+	__uint(max_entries, 1);
+} bstack_user_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct bpf_bstack_kern_stack);
+	__uint(max_entries, 1);
+} bstack_kern_stacks SEC(".maps");
+
+/* two count maps, so that a periodic drain reads one while BPF fills the other */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct bpf_bstack_key);
+	__type(value, struct bpf_bstack_count);
+	__uint(max_entries, 1);
+} bstack_counts0 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct bpf_bstack_key);
+	__type(value, struct bpf_bstack_count);
+	__uint(max_entries, 1);
+} bstack_counts1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_stats);
+	__uint(max_entries, 1);
+} bstack_stats SEC(".maps");
+
+/* per-CPU scratch buffers: stacks are too big for the BPF stack */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_user_stack);
+	__uint(max_entries, 1);
+} bstack_user_buf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_kern_stack);
+	__uint(max_entries, 1);
+} bstack_kern_buf SEC(".maps");
+
+/* tgids (or tids) to sample, resized from user space */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u8);
+	__uint(max_entries, 1);
+} bstack_task_filter SEC(".maps");
+
+/* toggled while running */
+int enabled;
+int active_counts;
+
+/* set before load */
+int has_task;
+int uses_tgid;
+int has_uid;
+__u32 filter_uid;
+int user_stack = 1;
+int kern_stack = 1;
+__u32 max_frames = BPF_BSTACK_MAX_STACK;
+
+/*
+ * Bytes of max_frames frames.  The mask keeps the bound visible to the
+ * verifier (BPF_BSTACK_MAX_STACK is 127), whatever registers clang picks.
+ */
+static __always_inline __u32 stack_bytes(__u32 frame_size)
+{
+	__u32 n = max_frames & BPF_BSTACK_MAX_STACK;
+
+	return (n ? n : BPF_BSTACK_MAX_STACK) * frame_size;
+}
+
+static __always_inline void stat_inc(struct bpf_bstack_stats *stats, int idx, __u64 n)
+{
+	if (stats && idx >= 0 && idx < BPF_BSTACK_STAT_MAX)
+		stats->stat[idx] += n;
+}
+
+/* 64-bit FNV-1a over words, with a final avalanche */
+static __always_inline __u64 hash_word(__u64 h, __u64 w)
+{
+	return (h ^ w) * 0x100000001b3ULL;
+}
+
+static __always_inline __u64 hash_final(__u64 h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	/* 0 means "no stack" */
+	return h ? h : 1;
+}
+
+static __always_inline int task_selected(void)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 id = uses_tgid ? pid_tgid >> 32 : (__u32)pid_tgid;
+
+	if (has_uid && (__u32)bpf_get_current_uid_gid() != filter_uid)
+		return 0;
+	if (has_task && !bpf_map_lookup_elem(&bstack_task_filter, &id))
+		return 0;
+	return 1;
+}
+
+static __always_inline __u64 store_user_stack(void *ctx, struct bpf_bstack_stats *stats)
+{
+	__u32 zero = 0;
+	struct bpf_bstack_user_stack *buf;
+	__u64 h = 0xcbf29ce484222325ULL, ip_frames = 0;
+	long len, err;
+	__u32 i, nr;
+
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
+	if (!buf)
+		return 0;
+
+	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])),
+			    BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+	if (len == -EFAULT || len == 0) {
+		stat_inc(stats, BPF_BSTACK_STAT_USER_NONE, 1);
+		return 0;
+	}
+	if (len < 0) {
+		stat_inc(stats, BPF_BSTACK_STAT_USER_ERR, 1);
+		return 0;
+	}
+
+	nr = len / sizeof(buf->frame[0]);
+	for (i = 0; i < BPF_BSTACK_MAX_STACK; i++) {
+		struct bpf_stack_build_id *f;
+		__u64 *w;
+
+		if (i >= nr)
+			break;
+		f = &buf->frame[i];
+		w = (__u64 *)f;
+		if (f->status == BPF_STACK_BUILD_ID_IP)
+			ip_frames++;
+		h = hash_word(h, w[0]);
+		h = hash_word(h, w[1]);
+		h = hash_word(h, w[2]);
+		h = hash_word(h, w[3]);
+	}
+	h = hash_final(hash_word(h, nr));
+	stat_inc(stats, BPF_BSTACK_STAT_USER_FRAMES, nr);
+	stat_inc(stats, BPF_BSTACK_STAT_USER_IP_FRAMES, ip_frames);
+
+	err = bpf_map_update_elem(&bstack_user_stacks, &h, buf, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
+		stat_inc(stats, BPF_BSTACK_STAT_USER_FULL, 1);
+		return 0;
+	}
+	return h;
+}
+
+static __always_inline __u64 store_kern_stack(void *ctx, struct bpf_bstack_stats *stats)
+{
+	__u32 zero = 0;
+	struct bpf_bstack_kern_stack *buf;
+	__u64 h = 0xcbf29ce484222325ULL;
+	long len, err;
+	__u32 i, nr;
+
+	buf = bpf_map_lookup_elem(&bstack_kern_buf, &zero);
+	if (!buf)
+		return 0;
+
+	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->ip[0])), 0);
+	if (len == -EFAULT || len == 0)
+		return 0;
+	if (len < 0) {
+		stat_inc(stats, BPF_BSTACK_STAT_KERN_ERR, 1);
+		return 0;
+	}
+
+	nr = len / sizeof(buf->ip[0]);
+	for (i = 0; i < BPF_BSTACK_MAX_STACK; i++) {
+		if (i >= nr)
+			break;
+		h = hash_word(h, buf->ip[i]);
+	}
+	h = hash_final(hash_word(h, nr));
+
+	err = bpf_map_update_elem(&bstack_kern_stacks, &h, buf, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
+		stat_inc(stats, BPF_BSTACK_STAT_KERN_FULL, 1);
+		return 0;
+	}
+	return h;
+}
+
+static __always_inline void count_sample(void *counts, struct bpf_bstack_key *key,
+					 struct bpf_bstack_stats *stats)
+{
+	struct bpf_bstack_count *val, init = { .count = 1, };
+	__u64 now = bpf_ktime_get_ns();
+	long err;
+
+	val = bpf_map_lookup_elem(counts, key);
+	if (!val) {
+		init.first_ns = init.last_ns = now;
+		err = bpf_map_update_elem(counts, key, &init, BPF_NOEXIST);
+		if (!err)
+			return;
+		if (err != -EEXIST) {
+			stat_inc(stats, BPF_BSTACK_STAT_COUNTS_FULL, 1);
+			return;
+		}
+		/* another CPU inserted the same key meanwhile */
+		val = bpf_map_lookup_elem(counts, key);
+		if (!val) {
+			stat_inc(stats, BPF_BSTACK_STAT_COUNTS_FULL, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&val->count, 1);
+	val->last_ns = now;
+}
+
+SEC("perf_event")
+int on_sample(void *ctx)
+{
+	struct bpf_bstack_key key = {};
+	struct bpf_bstack_stats *stats;
+	__u64 pid_tgid;
+	__u32 zero = 0;
+
+	if (!enabled || !task_selected())
+		return 0;
+
+	stats = bpf_map_lookup_elem(&bstack_stats, &zero);
+	stat_inc(stats, BPF_BSTACK_STAT_SAMPLES, 1);
+
+	pid_tgid = bpf_get_current_pid_tgid();
+	key.pid = pid_tgid >> 32;
+	key.tid = (__u32)pid_tgid;
+	key.cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(key.comm, sizeof(key.comm));
+
+	if (user_stack)
+		key.user_stack = store_user_stack(ctx, stats);
+	if (kern_stack)
+		key.kern_stack = store_kern_stack(ctx, stats);
+
+	if (active_counts)
+		count_sample(&bstack_counts1, &key, stats);
+	else
+		count_sample(&bstack_counts0, &key, stats);
+	return 0;
+}
+
+/* follow the children of the target processes, as off-cpu does */
+SEC("tp_btf/task_newtask")
+int on_newtask(u64 *ctx)
+{
+	struct task_struct *task;
+	u64 clone_flags;
+	__u32 pid;
+	__u8 val = 1;
+
+	if (!has_task || !uses_tgid)
+		return 0;
+
+	task = (struct task_struct *)bpf_get_current_task();
+	pid = BPF_CORE_READ(task, tgid);
+	if (!bpf_map_lookup_elem(&bstack_task_filter, &pid))
+		return 0;
+
+	task = (struct task_struct *)ctx[0];
+	clone_flags = ctx[1];
+	pid = task->tgid;
+	if (!(clone_flags & CLONE_THREAD))
+		bpf_map_update_elem(&bstack_task_filter, &pid, &val, BPF_NOEXIST);
+	return 0;
+}
+
+/* forget exited processes: the filter stays small and a reused pid is not followed */
+SEC("tp_btf/sched_process_exit")
+int on_exit(u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	__u32 pid;
+
+	if (!has_task || !uses_tgid)
+		return 0;
+	if (task->pid != task->tgid)
+		return 0;
+	pid = task->tgid;
+	bpf_map_delete_elem(&bstack_task_filter, &pid);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef PERF_UTIL_BSTACK_H
+#define PERF_UTIL_BSTACK_H
+
+/*
+ * perf bstack: stacks sampled by BPF as (build-id, file offset) frames.
+ *
+ * "bstack" elsewhere in perf means the branch stack; everything here is
+ * prefixed bpf_bstack to keep the two apart.
+ *
+ * The samples are stored in perf.data as PERF_RECORD_SAMPLEs of a
+ * bpf-output event named BPF_BSTACK_EVENT whose PERF_SAMPLE_RAW data is a
+ * versioned payload, one record per sample:
+ *
+ *   STACK  a unique stack, written once: its id, its kind and its frames,
+ *          user frames exactly as the kernel returned them (struct
+ *          bpf_stack_build_id: status, 20-byte build-id, offset or IP),
+ *          kernel frames as IPs;
+ *   COUNT  how many samples hit {pid, tid, cpu, comm, user stack, kernel
+ *          stack}, with the time of the first and last hit;
+ *   STATS  the recorder's counters (samples, lost stacks per cause, IP
+ *          fallback frames), cumulative, written at each drain.
+ *
+ * All fields are in the byte order of the recording machine; readers pass
+ * needs_swap to bpf_bstack__decode().  See perf.data-file-format.txt.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/compiler.h>
+#include <linux/types.h>
+
+struct evlist;
+struct evsel;
+struct machine;
+struct perf_sample;
+struct perf_session;
+struct record_opts;
+struct target;
+
+#define BPF_BSTACK_EVENT		"bstack"
+#define BPF_BSTACK_PAYLOAD_VERSION	1
+#define BPF_BSTACK_MAX_FRAMES		1024	/* accepted from a file */
+#define BPF_BSTACK_MAX_STATS		64
+
+enum bpf_bstack_rec_type {
+	BPF_BSTACK_REC_STACK = 1,
+	BPF_BSTACK_REC_COUNT = 2,
+	BPF_BSTACK_REC_STATS = 3,
+};
+
+enum bpf_bstack_stack_kind {
+	BPF_BSTACK_STACK_USER	= 1,	/* struct bpf_bstack_frame[] */
+	BPF_BSTACK_STACK_KERNEL	= 2,	/* u64 ip[] */
+};
+
+/* the kernel's struct bpf_stack_build_id, spelled out for the file format */
+struct bpf_bstack_frame {
+	s32	status;			/* BPF_STACK_BUILD_ID_VALID or _IP */
+	u8	build_id[20];
+	u64	offset;			/* file offset (VALID) or IP */
+};
+
+struct bpf_bstack_rec_hdr {
+	u16	version;
+	u16	type;
+	u32	size;			/* of the whole record, header included */
+};
+
+struct bpf_bstack_rec_stack {
+	struct bpf_bstack_rec_hdr hdr;
+	u64	id;
+	u32	kind;
+	u32	nr;
+	/* nr frames follow */
+};
+
+struct bpf_bstack_rec_count {
+	struct bpf_bstack_rec_hdr hdr;
+	u64	user_stack;		/* STACK id, 0: none */
+	u64	kern_stack;
+	u64	count;
+	u64	first_ns;		/* CLOCK_MONOTONIC */
+	u64	last_ns;
+	u32	pid;
+	u32	tid;
+	u32	cpu;
+	u32	reserved;
+	char	comm[16];
+};
+
+struct bpf_bstack_rec_stats {
+	struct bpf_bstack_rec_hdr hdr;
+	u32	nr;
+	u32	reserved;
+	u64	stat[];			/* indexed by enum bpf_bstack_stat */
+};
+
+static inline struct bpf_bstack_frame *
+bpf_bstack__user_frames(struct bpf_bstack_rec_stack *stack)
+{
+	return (struct bpf_bstack_frame *)(stack + 1);
+}
+
+static inline u64 *bpf_bstack__kernel_ips(struct bpf_bstack_rec_stack *stack)
+{
+	return (u64 *)(stack + 1);
+}
+
+size_t bpf_bstack__stack_size(u32 kind, u32 nr);
+size_t bpf_bstack__stats_size(u32 nr);
+void bpf_bstack__init_hdr(struct bpf_bstack_rec_hdr *hdr, u16 type, u32 size);
+void bpf_bstack__swap(void *rec, bool to_host);
+int bpf_bstack__decode(const void *raw, u32 raw_size, bool needs_swap,
+		       struct bpf_bstack_rec_hdr **rec, void **copy);
+const char *bpf_bstack__strerror(int err);
+const char *bpf_bstack__stat_name(int stat);
+bool bpf_bstack__is_event(struct evsel *evsel);
+struct dso *bpf_bstack__find_dso(struct machine *machine, const u8 *build_id);
+int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
+			  struct perf_sample *sample);
+void bpf_bstack__mark_summary(void);
+
+/* Settings of 'perf record --bstack', filled in by 'perf bstack record' */
+struct bpf_bstack_opts {
+	const char	*event;		/* sampling events, parse_events() syntax */
+	u64		freq;
+	u64		period;
+	int		max_stack;
+	int		map_entries;	/* unique stacks of each kind */
+	int		count_entries;	/* unique {task, stacks} per drain */
+	bool		user_only;
+	bool		kernel_only;
+	bool		no_mmap_tracking;
+	unsigned int	interval_ms;
+};
+
+extern struct bpf_bstack_opts bpf_bstack__opts;
+
+#ifdef HAVE_BPF_SKEL
+int bpf_bstack__prepare(struct evlist *evlist, struct target *target,
+			struct record_opts *opts);
+bool bpf_bstack__wants_tracking(void);
+void bpf_bstack__start(struct evlist *evlist);
+bool bpf_bstack__drain_due(void);
+int bpf_bstack__write(struct perf_session *session, bool final);
+void bpf_bstack__finish(bool silent);
+#else
+static inline int bpf_bstack__prepare(struct evlist *evlist __maybe_unused,
+				      struct target *target __maybe_unused,
+				      struct record_opts *opts __maybe_unused)
+{
+	return -1;
+}
+
+static inline bool bpf_bstack__wants_tracking(void)
+{
+	return true;
+}
+
+static inline void bpf_bstack__start(struct evlist *evlist __maybe_unused)
+{
+}
+
+static inline bool bpf_bstack__drain_due(void)
+{
+	return false;
+}
+
+static inline int bpf_bstack__write(struct perf_session *session __maybe_unused,
+				    bool final __maybe_unused)
+{
+	return 0;
+}
+
+static inline void bpf_bstack__finish(bool silent __maybe_unused)
+{
+}
+#endif
+
+#endif /* PERF_UTIL_BSTACK_H */
