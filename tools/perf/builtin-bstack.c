@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * builtin-bstack.c
+ *
+ * perf bstack: record user stacks as (build-id, file offset) with BPF
+ * build-id stack maps, and report them through the build-id cache.
+ */
+#include "builtin.h"
+
+#include <subcmd/parse-options.h>
+#include <linux/string.h>
+#include <linux/compiler.h>
+#include <string.h>
+
+#include "util/bstack.h"
+#include "util/data.h"
+#include "util/debug.h"
+#include "util/event.h"
+#include "util/evlist.h"
+#include "util/evsel.h"
+#include "util/sample.h"
+#include "util/session.h"
+#include "util/tool.h"
+#include "util/util.h"
+
+#include <inttypes.h>
+#include <linux/bpf.h>
+#include <linux/err.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <linux/zalloc.h>
+
+/* What 'perf bstack record' hands on to 'perf record' */
+struct bstack_record_args {
+	bool		system_wide;
+	bool		quiet;
+	bool		no_buildid_cache;
+	const char	*pid;
+	const char	*tid;
+	const char	*cpu_list;
+	const char	*uid;
+	const char	*output;
+	const char	*duration;
+};
+
+static struct bstack_record_args rec_args;
+
+static const char * const bstack_record_usage[] = {
+	"perf bstack record [<options>] [<command>]",
+	NULL
+};
+
+static const char * const bstack_script_usage[] = {
+	"perf bstack script [<options>]",
+	NULL
+};
+
+static const char * const bstack_report_usage[] = {
+	"perf bstack report [<options>]",
+	NULL
+};
+
+static void add_arg(const char **argv, int *argc, const char *opt, const char *val)
+{
+	if (!val)
+		return;
+	argv[(*argc)++] = opt;
+	argv[(*argc)++] = val;
+}
+
+static bool has_target(const struct bstack_record_args *a)
+{
+	return a->system_wide || a->pid || a->tid || a->cpu_list || a->uid;
+}
+
+/*
+ * Build a perf record command line: target handling, output, signals and
+ * header features all come from perf record, and --bstack does the rest.
+ * The sampling events are our own per-CPU events, so perf record itself
+ * only opens the bstack placeholder and a dummy event for tracking.
+ */
+static int bstack_record(int argc, const char **argv)
+{
+	const char **rec_argv;
+	int i = 0, j, ret;
+
+	if (rec_args.duration && argc) {
+		pr_err("perf bstack record: --duration and a command exclude each other\n");
+		return -EINVAL;
+	}
+
+	rec_argv = calloc(argc + 32, sizeof(char *));
+	if (!rec_argv)
+		return -ENOMEM;
+
+	rec_argv[i++] = "record";
+	rec_argv[i++] = "--bstack";
+	rec_argv[i++] = "-e";
+	rec_argv[i++] = "dummy";
+	if (bpf_bstack__opts.no_mmap_tracking) {
+		rec_argv[i++] = "--synth=no";
+		rec_argv[i++] = "--no-bpf-event";
+	}
+	/* no target and no command: the whole system, like -a */
+	if (rec_args.system_wide || (!has_target(&rec_args) && !argc))
+		rec_argv[i++] = "-a";
+	add_arg(rec_argv, &i, "-p", rec_args.pid);
+	add_arg(rec_argv, &i, "-t", rec_args.tid);
+	add_arg(rec_argv, &i, "-C", rec_args.cpu_list);
+	add_arg(rec_argv, &i, "-u", rec_args.uid);
+	add_arg(rec_argv, &i, "-o", rec_args.output);
+	if (rec_args.quiet)
+		rec_argv[i++] = "-q";
+	if (rec_args.no_buildid_cache)
+		rec_argv[i++] = "-N";
+	if (rec_args.duration) {
+		rec_argv[i++] = "--";
+		rec_argv[i++] = "sleep";
+		rec_argv[i++] = rec_args.duration;
+	} else if (argc) {
+		rec_argv[i++] = "--";
+		for (j = 0; j < argc; j++)
+			rec_argv[i++] = argv[j];
+	}
+
+	if (verbose > 0) {
+		pr_debug("calling:");
+		for (j = 0; j < i; j++)
+			pr_debug(" %s", rec_argv[j]);
+		pr_debug("\n");
+	}
+	ret = cmd_record(i, rec_argv);
+	free(rec_argv);
+	return ret;
+}
+
+static bool force;
+
+struct bstack_script {
+	struct perf_tool	tool;
+	u64			nr_records;
+	u64			nr_damaged;
+};
+
+static void print_build_id(const u8 *bid)
+{
+	int i;
+
+	for (i = 0; i < 20; i++)
+		printf("%02x", bid[i]);
+}
+
+static void script_stack(struct bpf_bstack_rec_stack *stack)
+{
+	u32 i;
+
+	printf("STACK %016" PRIx64 " %s %u\n", stack->id,
+	       stack->kind == BPF_BSTACK_STACK_USER ? "user" : "kernel", stack->nr);
+	for (i = 0; i < stack->nr; i++) {
+		struct bpf_bstack_frame *f = &bpf_bstack__user_frames(stack)[i];
+
+		if (stack->kind == BPF_BSTACK_STACK_KERNEL) {
+			printf("  IP %#" PRIx64 "\n", bpf_bstack__kernel_ips(stack)[i]);
+			continue;
+		}
+
+		if (f->status == BPF_STACK_BUILD_ID_VALID) {
+			printf("  VALID ");
+			print_build_id(f->build_id);
+			printf(" %#" PRIx64 "\n", f->offset);
+		} else {
+			printf("  IP %#" PRIx64 "\n", f->offset);
+		}
+	}
+}
+
+static void script_count(struct bpf_bstack_rec_count *c)
+{
+	printf("COUNT %" PRIu64 " %u/%u cpu %u comm %.16s user %016" PRIx64
+	       " kernel %016" PRIx64 " time %" PRIu64 ".%09" PRIu64 "-%" PRIu64 ".%09" PRIu64 "\n",
+	       c->count, c->pid, c->tid, c->cpu, c->comm, c->user_stack, c->kern_stack,
+	       c->first_ns / 1000000000, c->first_ns % 1000000000,
+	       c->last_ns / 1000000000, c->last_ns % 1000000000);
+}
+
+static void script_stats(struct bpf_bstack_rec_stats *st)
+{
+	u32 i;
+
+	printf("STATS");
+	for (i = 0; i < st->nr; i++)
+		printf(" %u=%" PRIu64, i, st->stat[i]);
+	printf("\n");
+	for (i = 0; i < st->nr; i++)
+		printf("  %-44s %" PRIu64 "\n", bpf_bstack__stat_name(i), st->stat[i]);
+}
+
+static int script_sample(const struct perf_tool *tool, union perf_event *event __maybe_unused,
+			 struct perf_sample *sample, struct evsel *evsel,
+			 struct machine *machine __maybe_unused)
+{
+	struct bstack_script *sc = container_of(tool, struct bstack_script, tool);
+	struct bpf_bstack_rec_hdr *hdr;
+	void *copy;
+	int err;
+
+	if (!bpf_bstack__is_event(evsel))
+		return 0;
+
+	err = bpf_bstack__decode(sample->raw_data, sample->raw_size, evsel->needs_swap,
+				 &hdr, &copy);
+	if (err) {
+		sc->nr_damaged++;
+		pr_warning("bstack: skipping a damaged record at time %" PRIu64 ": %s\n",
+			   sample->time, bpf_bstack__strerror(err));
+		return 0;
+	}
+	sc->nr_records++;
+	if (hdr->type == BPF_BSTACK_REC_STACK)
+		script_stack((void *)hdr);
+	else if (hdr->type == BPF_BSTACK_REC_COUNT)
+		script_count((void *)hdr);
+	else
+		script_stats((void *)hdr);
+	free(copy);
+	return 0;
+}
+
+/* perf bstack script: the decoded payload, record by record */
+static int bstack_script(void)
+{
+	struct bstack_script sc = { .nr_records = 0, };
+	struct perf_data data = {
+		.path  = input_name,
+		.mode  = PERF_DATA_MODE_READ,
+		.force = force,
+	};
+	struct perf_session *session;
+	int err;
+
+	perf_tool__init(&sc.tool, /*ordered_events=*/false);
+	sc.tool.sample = script_sample;
+	session = perf_session__new(&data, &sc.tool);
+	if (IS_ERR(session))
+		return PTR_ERR(session);
+
+	if (!evlist__find_evsel_by_str(session->evlist, BPF_BSTACK_EVENT)) {
+		pr_err("%s has no bstack samples: record it with 'perf bstack record'\n",
+		       data.path);
+		err = -EINVAL;
+		goto out;
+	}
+	err = perf_session__process_events(session);
+	if (!err && sc.nr_damaged)
+		pr_warning("bstack: %" PRIu64 " damaged records skipped\n", sc.nr_damaged);
+out:
+	perf_session__delete(session);
+	return err;
+}
+
+static int bstack_report(int argc __maybe_unused, const char **argv __maybe_unused)
+{
+	pr_err("perf bstack report: not implemented yet\n");
+	return -1;
+}
+
+int cmd_bstack(int argc, const char **argv)
+{
+	const struct option bstack_options[] = {
+	OPT_INCR('v', "verbose", &verbose, "be more verbose"),
+	OPT_END()
+	};
+	const struct option script_options[] = {
+	OPT_STRING('i', "input", &input_name, "file", "input file name"),
+	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
+	OPT_PARENT(bstack_options)
+	};
+	const struct option record_options[] = {
+	OPT_STRING('e', "event", &bpf_bstack__opts.event, "event",
+		   "sampling event to take stacks at (default: cpu-clock)"),
+	OPT_U64('F', "freq", &bpf_bstack__opts.freq,
+		"sampling frequency in Hz (default: 99)"),
+	OPT_U64('c', "count", &bpf_bstack__opts.period,
+		"sample once every this many events (instead of -F)"),
+	OPT_BOOLEAN('a', "all-cpus", &rec_args.system_wide,
+		    "system-wide collection from all CPUs (the default without a target)"),
+	OPT_STRING('p', "pid", &rec_args.pid, "pid",
+		   "record processes (and their children) with these pids"),
+	OPT_STRING('t', "tid", &rec_args.tid, "tid",
+		   "record threads with these tids"),
+	OPT_STRING('C', "cpu", &rec_args.cpu_list, "cpu",
+		   "list of cpus to sample"),
+	OPT_STRING('u', "uid", &rec_args.uid, "user",
+		   "record processes of this user"),
+	OPT_STRING('o', "output", &rec_args.output, "file",
+		   "output file name (default: perf.data)"),
+	OPT_STRING('d', "duration", &rec_args.duration, "seconds",
+		   "record the system for this long, instead of a command"),
+	OPT_INTEGER(0, "max-stack", &bpf_bstack__opts.max_stack,
+		    "frames per stack (default: 127, capped by kernel.perf_event_max_stack)"),
+	OPT_INTEGER(0, "map-entries", &bpf_bstack__opts.map_entries,
+		    "unique stacks of each kind the BPF maps hold (default: 16384)"),
+	OPT_INTEGER(0, "count-entries", &bpf_bstack__opts.count_entries,
+		    "unique {task, stack} counts held between drains (default: 65536)"),
+	OPT_BOOLEAN(0, "user-stack-only", &bpf_bstack__opts.user_only,
+		    "take user stacks only"),
+	OPT_BOOLEAN(0, "kernel-stack-only", &bpf_bstack__opts.kernel_only,
+		    "take kernel stacks only"),
+	OPT_UINTEGER(0, "interval", &bpf_bstack__opts.interval_ms,
+		     "drain the BPF maps into perf.data every this many ms"),
+	OPT_BOOLEAN(0, "no-mmap-tracking", &bpf_bstack__opts.no_mmap_tracking,
+		    "record no mmap/comm/task events: learn paths from live processes"),
+	OPT_BOOLEAN('N', "no-buildid-cache", &rec_args.no_buildid_cache,
+		    "do not copy the binaries into the build-id cache"),
+	OPT_BOOLEAN('q', "quiet", &rec_args.quiet, "don't print any message"),
+	OPT_PARENT(bstack_options)
+	};
+	const struct option report_options[] = {
+	OPT_PARENT(bstack_options)
+	};
+	const char *const bstack_subcommands[] = { "record", "report", "script", NULL };
+	const char *bstack_usage[2] = { NULL, NULL };
+	int ret;
+
+	argc = parse_options_subcommand(argc, argv, bstack_options,
+					bstack_subcommands, bstack_usage,
+					PARSE_OPT_STOP_AT_NON_OPTION);
+	if (!argc)
+		usage_with_options(bstack_usage, bstack_options);
+
+	if (strlen(argv[0]) > 2 && strstarts("record", argv[0])) {
+		argc = parse_options(argc, argv, record_options,
+				     bstack_record_usage,
+				     PARSE_OPT_STOP_AT_NON_OPTION);
+		ret = bstack_record(argc, argv);
+	} else if (strlen(argv[0]) > 2 && strstarts("script", argv[0])) {
+		argc = parse_options(argc, argv, script_options, bstack_script_usage, 0);
+		if (argc)
+			usage_with_options(bstack_script_usage, script_options);
+		ret = bstack_script();
+	} else if (strlen(argv[0]) > 2 && strstarts("report", argv[0])) {
+		argc = parse_options(argc, argv, report_options,
+				     bstack_report_usage, 0);
+		if (argc)
+			usage_with_options(bstack_report_usage, report_options);
+		ret = bstack_report(argc, argv);
+	} else {
+		usage_with_options(bstack_usage, bstack_options);
+	}
+
+	/* free usage string allocated by parse_options_subcommand */
+	free((void *)bstack_usage[0]);
+	return ret;
+}
