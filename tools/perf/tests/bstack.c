@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tests of the perf bstack payload: records round-trip through
+ * bpf_bstack__decode() in both byte orders, and damaged records are
+ * rejected with the error that names what is wrong.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/bpf.h>
+#include <linux/compiler.h>
+#include <linux/kernel.h>
+
+#include "debug.h"
+#include "tests.h"
+#include "util/bstack.h"
+
+static u64 buf[1024];
+
+static struct bpf_bstack_rec_stack *make_user_stack(void)
+{
+	struct bpf_bstack_rec_stack *s = (void *)buf;
+	struct bpf_bstack_frame *f = bpf_bstack__user_frames(s);
+	int i;
+
+	memset(buf, 0, sizeof(buf));
+	s->id = 0x1122334455667788ULL;
+	s->kind = BPF_BSTACK_STACK_USER;
+	s->nr = 3;
+	for (i = 0; i < 3; i++) {
+		f[i].status = i == 2 ? BPF_STACK_BUILD_ID_IP : BPF_STACK_BUILD_ID_VALID;
+		memset(f[i].build_id, 0xa0 + i, sizeof(f[i].build_id));
+		f[i].offset = 0x1000 + i;
+	}
+	bpf_bstack__init_hdr(&s->hdr, BPF_BSTACK_REC_STACK,
+			     bpf_bstack__stack_size(BPF_BSTACK_STACK_USER, 3));
+	return s;
+}
+
+static struct bpf_bstack_rec_count *make_count(void)
+{
+	struct bpf_bstack_rec_count *c = (void *)buf;
+
+	memset(buf, 0, sizeof(buf));
+	bpf_bstack__init_hdr(&c->hdr, BPF_BSTACK_REC_COUNT, sizeof(*c));
+	c->user_stack = 0x1122334455667788ULL;
+	c->kern_stack = 0x99;
+	c->count = 42;
+	c->first_ns = 1000;
+	c->last_ns = 2000;
+	c->pid = 1234;
+	c->tid = 1235;
+	c->cpu = 1;
+	memcpy(c->comm, "bstack_child", sizeof("bstack_child"));
+	return c;
+}
+
+static struct bpf_bstack_rec_stats *make_stats(void)
+{
+	struct bpf_bstack_rec_stats *st = (void *)buf;
+	u32 i;
+
+	memset(buf, 0, sizeof(buf));
+	st->nr = 9;
+	for (i = 0; i < st->nr; i++)
+		st->stat[i] = 100 + i;
+	bpf_bstack__init_hdr(&st->hdr, BPF_BSTACK_REC_STATS, bpf_bstack__stats_size(9));
+	return st;
+}
+
+/* decode rec as stored natively and as written by a machine of the other byte order */
+static int round_trip(const char *what)
+{
+	struct bpf_bstack_rec_hdr *hdr = (void *)buf, *out;
+	u32 size = hdr->size;
+	u64 orig[ARRAY_SIZE(buf)], foreign[ARRAY_SIZE(buf)];
+	void *copy;
+	int err;
+
+	memcpy(orig, buf, sizeof(buf));
+	err = bpf_bstack__decode(orig, size + 4, false, &out, &copy);
+	TEST_ASSERT_VAL(what, err == 0 && copy == NULL && !memcmp(out, buf, size));
+
+	memcpy(foreign, buf, sizeof(buf));
+	bpf_bstack__swap(foreign, /*to_host=*/false);
+	TEST_ASSERT_VAL("swap changes the record", memcmp(foreign, buf, size));
+	err = bpf_bstack__decode(foreign, size + 4, true, &out, &copy);
+	TEST_ASSERT_VAL(what, err == 0 && copy != NULL);
+	TEST_ASSERT_VAL("swapped record decodes to the original", !memcmp(out, buf, size));
+	free(copy);
+
+	/* a record that is not 8-byte aligned in memory is copied, not misread */
+	memcpy((char *)foreign + 4, buf, size);
+	err = bpf_bstack__decode((char *)foreign + 4, size, false, &out, &copy);
+	TEST_ASSERT_VAL("unaligned record", err == 0 && !memcmp(out, buf, size));
+	free(copy);
+	return TEST_OK;
+}
+
+static int expect_error(int want, u32 raw_size, bool swap)
+{
+	struct bpf_bstack_rec_hdr *out;
+	void *copy;
+	int err = bpf_bstack__decode(buf, raw_size, swap, &out, &copy);
+
+	if (err != want) {
+		pr_debug("decode: got %d, want %d (%s)\n", err, want, bpf_bstack__strerror(want));
+		return TEST_FAIL;
+	}
+	TEST_ASSERT_VAL("no record on error", out == NULL && copy == NULL);
+	return TEST_OK;
+}
+
+static int test__bstack_payload_roundtrip(struct test_suite *test __maybe_unused,
+					  int subtest __maybe_unused)
+{
+	struct bpf_bstack_rec_stack *s;
+
+	make_user_stack();
+	if (round_trip("user stack") != TEST_OK)
+		return TEST_FAIL;
+
+	s = make_user_stack();
+	s->kind = BPF_BSTACK_STACK_KERNEL;
+	s->hdr.size = bpf_bstack__stack_size(BPF_BSTACK_STACK_KERNEL, 3);
+	bpf_bstack__kernel_ips(s)[0] = 0xffffffff81000000ULL;
+	if (round_trip("kernel stack") != TEST_OK)
+		return TEST_FAIL;
+
+	make_count();
+	if (round_trip("count") != TEST_OK)
+		return TEST_FAIL;
+
+	make_stats();
+	return round_trip("stats");
+}
+
+static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
+					int subtest __maybe_unused)
+{
+	struct bpf_bstack_rec_stack *s;
+	struct bpf_bstack_rec_count *c;
+	struct bpf_bstack_rec_stats *st;
+
+	s = make_user_stack();
+	TEST_ASSERT_VAL("truncated raw data",
+			expect_error(-EBADMSG, s->hdr.size - 1, false) == TEST_OK);
+	TEST_ASSERT_VAL("shorter than a header",
+			expect_error(-EBADMSG, 4, false) == TEST_OK);
+
+	s = make_user_stack();
+	s->nr = 4;		/* more frames than the record holds */
+	TEST_ASSERT_VAL("frame count beyond size",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	s = make_user_stack();
+	s->nr = 0x7fffffff;	/* size arithmetic must not wrap */
+	TEST_ASSERT_VAL("huge frame count",
+			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
+
+	s = make_user_stack();
+	s->hdr.version = 2;
+	TEST_ASSERT_VAL("unknown version",
+			expect_error(-EPROTO, sizeof(buf), false) == TEST_OK);
+
+	s = make_user_stack();
+	s->hdr.version = 0x0100;	/* version 1 as the other byte order reads it */
+	TEST_ASSERT_VAL("wrong byte order",
+			expect_error(-EPROTO, sizeof(buf), false) == TEST_OK);
+
+	s = make_user_stack();
+	s->kind = 7;
+	TEST_ASSERT_VAL("unknown stack kind",
+			expect_error(-ENOTSUP, sizeof(buf), false) == TEST_OK);
+
+	s = make_user_stack();
+	s->id = 0;
+	TEST_ASSERT_VAL("stack without id",
+			expect_error(-EINVAL, sizeof(buf), false) == TEST_OK);
+
+	s = make_user_stack();
+	s->hdr.type = 9;
+	TEST_ASSERT_VAL("unknown record type",
+			expect_error(-ENOTSUP, sizeof(buf), false) == TEST_OK);
+
+	s = make_user_stack();
+	s->hdr.size = 0xffffff00;	/* a size past the raw data */
+	TEST_ASSERT_VAL("size past the data",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	c = make_count();
+	c->hdr.size += 8;
+	TEST_ASSERT_VAL("count of the wrong size",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	st = make_stats();
+	st->nr = 1000;
+	TEST_ASSERT_VAL("too many counters",
+			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
+
+	/* the same damage in a foreign-endian record: swapping must not overrun */
+	s = make_user_stack();
+	s->nr = 0x7fffffff;
+	bpf_bstack__swap(buf, /*to_host=*/false);
+	TEST_ASSERT_VAL("huge frame count, swapped",
+			expect_error(-E2BIG, sizeof(buf), true) == TEST_OK);
+	return TEST_OK;
+}
+
+static struct test_case bstack_tests[] = {
+	TEST_CASE("bstack payload round trip, both byte orders", bstack_payload_roundtrip),
+	TEST_CASE("bstack damaged payloads are rejected", bstack_payload_damaged),
+	{ .name = NULL, }
+};
+
+struct test_suite suite__bstack = {
+	.desc = "perf bstack payload",
+	.test_cases = bstack_tests,
+};

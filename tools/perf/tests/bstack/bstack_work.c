@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Workload for the perf bstack tests: a main loop, short-lived fork+exec
+ * children running bstack_child, and a library that is dlopen()ed, used
+ * and dlclose()d.  Built with frame pointers so that every function below
+ * shows up in user stacks.
+ *
+ * usage: bstack_work SECONDS CHILD_BINARY LIBRARY
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void bstack_work_leaf(unsigned long n)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++)
+		asm volatile("" : : "r"(i * 7) : "memory");
+}
+
+void bstack_work_middle(unsigned long n)
+{
+	bstack_work_leaf(n);
+}
+
+static void run_child(const char *child)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		execl(child, child, "20", (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+}
+
+static void run_library(const char *lib)
+{
+	void (*fn)(unsigned long n);
+	void *h = dlopen(lib, RTLD_NOW);
+
+	if (!h)
+		return;
+	fn = (void (*)(unsigned long n))dlsym(h, "bstack_lib_spin");
+	if (fn)
+		fn(3000000);
+	dlclose(h);
+}
+
+int main(int argc, char **argv)
+{
+	double end;
+
+	if (argc < 4) {
+		fprintf(stderr, "usage: %s SECONDS CHILD LIBRARY\n", argv[0]);
+		return 2;
+	}
+	end = now() + atof(argv[1]);
+	while (now() < end) {
+		bstack_work_middle(3000000);
+		run_child(argv[2]);
+		run_library(argv[3]);
+	}
+	return 0;
+}
