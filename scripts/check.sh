@@ -15,8 +15,11 @@ skip=0
 
 : > "$log"
 
-# perf test looks for tools/perf/tests/shell below the current directory
+# perf test looks for tools/perf/tests/shell below the current directory,
+# and the shell tests run the perf in PATH
 cd "$build/linux" || exit 1
+PATH=$build/perf:$PATH
+export PATH
 "$build/perf/perf" test -v bstack > "$build/perf-test.log" 2>&1
 cat "$build/perf-test.log" >> "$log"
 results=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$build/perf-test.log")
@@ -40,6 +43,14 @@ for f in $(find tools kernel -name '*.[ch]' 2>/dev/null | sort); do
 		fail=$((fail + 1))
 	fi
 done
+
+# the series as it would be posted: applies with git am, checkpatch-clean
+if out=$("$top/scripts/make-series.sh" 2>&1); then
+	pass=$((pass + 1))
+else
+	echo "$out"
+	fail=$((fail + 1))
+fi
 
 if [ "$skip" -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"

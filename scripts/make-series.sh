@@ -39,7 +39,12 @@ base=$(git -C "$git_tree" rev-parse HEAD)
 
 covered=$(mktemp)
 trap 'rm -f "$covered"' EXIT
-grep -v '^#' "$list" | while read -r patch files; do
+# lines naming the same patch add files to it
+awk '!/^#/ && NF {
+	if (!($1 in files)) order[n++] = $1
+	files[$1] = files[$1] " " substr($0, length($1) + 2)
+} END { for (i = 0; i < n; i++) print order[i] files[order[i]] }' "$list" |
+while read -r patch files; do
 	[ -n "$patch" ] || continue
 	p=$top/patches/$patch
 	if grep -q '^+++ ' "$p"; then
@@ -83,10 +88,12 @@ rm -rf "$check"
 
 bad=0
 for p in "$out"/*.patch; do
-	# new files always draw "does MAINTAINERS need updating?": the series
-	# does not touch MAINTAINERS, which is not part of the perf sources
+	# New files always draw "does MAINTAINERS need updating?": MAINTAINERS
+	# is not part of the perf sources.  perf's shell tests must have their
+	# description on line 2 (tests/tests-scripts.c), so their SPDX tag is on
+	# line 3, as in every upstream perf shell test.
 	if ! res=$(perl "$git_tree/scripts/checkpatch.pl" --no-tree --terse \
-			--ignore FILE_PATH_CHANGES "$p" 2>&1); then
+			--ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG "$p" 2>&1); then
 		echo "$res"
 		bad=1
 	fi

@@ -51,9 +51,9 @@ overlay_files() {
 	(cd "$top" && find tools kernel include lib -type f 2>/dev/null) | sort
 }
 
-# Copy $1 to $2 only when the contents differ, keeping the mode.
+# Copy $1 to $2 only when the contents or the mode differ.
 sync_file() {
-	if ! cmp -s "$1" "$2"; then
+	if ! cmp -s "$1" "$2" || [ "$(stat -c %a "$1")" != "$(stat -c %a "$2")" ]; then
 		mkdir -p "$(dirname "$2")"
 		rm -f "$2"
 		cp --preserve=mode "$1" "$2"

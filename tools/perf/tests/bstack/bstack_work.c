@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 
 
-static double now(void)
+static double bstack_work_now(void)
 {
 	struct timespec ts;
 
@@ -36,7 +36,7 @@ void bstack_work_middle(unsigned long n)
 	bstack_work_leaf(n);
 }
 
-static void run_child(const char *child)
+static void bstack_work_child(const char *child)
 {
 	pid_t pid = fork();
 	int status;
@@ -49,7 +49,7 @@ static void run_child(const char *child)
 		waitpid(pid, &status, 0);
 }
 
-static void run_library(const char *lib)
+static void bstack_work_library(const char *lib)
 {
 	void (*fn)(unsigned long n);
 	void *h = dlopen(lib, RTLD_NOW);
@@ -70,11 +70,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s SECONDS CHILD LIBRARY\n", argv[0]);
 		return 2;
 	}
-	end = now() + atof(argv[1]);
-	while (now() < end) {
+	end = bstack_work_now() + atof(argv[1]);
+	while (bstack_work_now() < end) {
 		bstack_work_middle(3000000);
-		run_child(argv[2]);
-		run_library(argv[3]);
+		bstack_work_child(argv[2]);
+		bstack_work_library(argv[3]);
 	}
 	return 0;
 }

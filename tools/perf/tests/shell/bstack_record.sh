@@ -1,0 +1,131 @@
+#!/bin/bash
+# perf bstack record of a fork/exec/dlopen workload (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+cache=$tmp/cache
+data=$tmp/perf.data
+
+cleanup() {
+	rm -rf "$tmp"
+	trap - EXIT TERM INT
+}
+trap cleanup EXIT TERM INT
+
+fail() {
+	echo "perf bstack record test [Failed: $*]"
+	err=1
+}
+
+bstack_build_workload "$tmp" || exit 1
+work=$tmp/bstack_work
+child=$tmp/bstack_child
+lib=$tmp/libbstack_lib.so
+
+echo "Recording the workload"
+if ! perf --buildid-dir "$cache" bstack record -o "$data" -- \
+		"$work" 3 "$child" "$lib" 2> "$tmp/record.err"; then
+	cat "$tmp/record.err"
+	fail "record"
+	exit 1
+fi
+cat "$tmp/record.err"
+perf bstack script -i "$data" > "$tmp/script" 2> "$tmp/script.err" || fail "perf bstack script"
+
+test_samples() {
+	echo "bstack samples are in perf.data"
+	perf evlist -i "$data" | grep -q '^bstack$' || fail "no bstack event"
+	grep -q '^STACK ' "$tmp/script" || fail "no STACK records"
+	grep -q '^COUNT ' "$tmp/script" || fail "no COUNT records"
+	grep -q '^STATS ' "$tmp/script" || fail "no STATS record"
+}
+
+test_build_ids() {
+	echo "build-ids of the binaries are in the header and the cache"
+	perf buildid-list -i "$data" > "$tmp/buildids"
+	for bin in "$work" "$child" "$lib"; do
+		id=$(bstack_build_id "$bin")
+		grep -q "^$id $bin\$" "$tmp/buildids" || fail "$bin ($id) not in HEADER_BUILD_ID"
+		grep -q "VALID $id " "$tmp/script" || fail "no VALID frame of $bin"
+		elf=$cache/.build-id/${id:0:2}/${id:2}/elf
+		cmp -s "$elf" "$bin" || fail "$bin not in the build-id cache"
+	done
+}
+
+# Each VALID frame of our binaries must be in a PT_LOAD of the file and in
+# a function of it (samples at process start and exit land in crt code like
+# _init), and the workload's functions must all be there; the kernel's
+# bogus offsets (return addresses below any mapping) are shown, not mapped.
+test_offsets() {
+	echo "VALID offsets map to the workload's functions"
+	for bin in "$work" "$child" "$lib"; do
+		id=$(bstack_build_id "$bin")
+		awk -v id="$id" '$1 == "VALID" && $2 == id { print $3 }' "$tmp/script" |
+			sort -u > "$tmp/offsets"
+		: > "$tmp/syms"
+		while read -r off; do
+			if [ $((off)) -gt "$(stat -c %s "$bin")" ] || [ $((off)) -lt 0 ]; then
+				echo "  bogus offset $off in $(basename "$bin")"
+				continue
+			fi
+			sym=$(bstack_sym_at_offset "$bin" "$off")
+			if [ "$sym" = "?" ]; then
+				fail "$(basename "$bin")+$off is in no function"
+			fi
+			echo "$sym" >> "$tmp/syms"
+		done < "$tmp/offsets"
+		sort -u "$tmp/syms" | tr '\n' ' ' > "$tmp/found"
+		echo "  $(basename "$bin"): $(cat "$tmp/found")"
+		case $bin in
+		"$work")	want="bstack_work_leaf bstack_work_middle main" ;;
+		"$child")	want="bstack_child_leaf bstack_child_spin main" ;;
+		*)		want="bstack_lib_leaf bstack_lib_spin" ;;
+		esac
+		for f in $want; do
+			grep -qw "$f" "$tmp/found" || fail "no frame in $f of $(basename "$bin")"
+		done
+	done
+}
+
+test_comms() {
+	echo "exec'd children are counted under their own comm"
+	nr_child=$(awk '$1 == "COUNT" && $7 == "bstack_child" { print $3 }' "$tmp/script" |
+		cut -d/ -f1 | sort -u | wc -l)
+	[ "$nr_child" -ge 10 ] || fail "only $nr_child bstack_child processes"
+	grep -q '^COUNT .* comm bstack_work ' "$tmp/script" || fail "no bstack_work counts"
+	# a child's stack is never counted under the parent's name
+	child_stack=$(awk -v id="$(bstack_build_id "$child")" '
+		$1 == "STACK" { s = $2 } $1 == "VALID" && $2 == id { print s }' "$tmp/script" |
+		sort -u)
+	for s in $child_stack; do
+		if grep -q "^COUNT .* comm bstack_work user $s " "$tmp/script"; then
+			fail "bstack_child stack $s counted as bstack_work"
+		fi
+	done
+}
+
+test_lost() {
+	echo "lost counters are saved, and zero for this workload"
+	stats=$(grep '^STATS ' "$tmp/script" | tail -n 1)
+	for i in 2 3 4 5 6; do
+		echo "$stats" | grep -q " $i=0\( \|\$\)" || fail "counter $i is not zero: $stats"
+	done
+	samples=$(echo "$stats" | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	[ "${samples:-0}" -ge 200 ] || fail "only ${samples:-0} samples in 3 s at 99 Hz"
+	grep -q 'lost 0 samples' "$tmp/record.err" || fail "end-of-run line"
+}
+
+test_samples
+test_build_ids
+test_offsets
+test_comms
+test_lost
+
+[ $err = 0 ] && echo "perf bstack record test [Success]"
+exit $err

@@ -1,0 +1,142 @@
+#!/bin/bash
+# perf bstack record targets, drains, signals and errors (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+chmod 755 "$tmp"
+
+cleanup() {
+	rm -rf "$tmp"
+	trap - EXIT TERM INT
+}
+trap cleanup EXIT TERM INT
+
+fail() {
+	echo "perf bstack record modes test [Failed: $*]"
+	err=1
+}
+
+bstack_build_workload "$tmp" || exit 1
+work=$tmp/bstack_work
+child=$tmp/bstack_child
+lib=$tmp/libbstack_lib.so
+perf="perf --buildid-dir $tmp/cache"
+
+script() {
+	perf bstack script -i "$1" 2> /dev/null
+}
+
+test_interval() {
+	echo "--interval drains periodically, each stack once, no sample lost"
+	$perf bstack record -q --interval 300 -o "$tmp/int.data" -- \
+		"$work" 2 "$child" "$lib" || { fail "interval record"; return; }
+	script "$tmp/int.data" > "$tmp/int.script"
+	drains=$(grep -c '^STATS ' "$tmp/int.script")
+	[ "$drains" -ge 5 ] || fail "only $drains drains in 2 s at 300 ms"
+	dups=$(awk '$1 == "STACK" { print $2 }' "$tmp/int.script" | sort | uniq -d | wc -l)
+	[ "$dups" = 0 ] || fail "$dups stacks written twice"
+	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/int.script")
+	samples=$(grep '^STATS ' "$tmp/int.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
+	# every count refers to a stack written before it
+	awk '$1 == "STACK" { seen[$2] = 1 }
+	     $1 == "COUNT" && $9 != "0000000000000000" && !seen[$9] { bad++ }
+	     END { exit bad > 0 }' "$tmp/int.script" || fail "count of an unwritten stack"
+}
+
+test_no_mmap_tracking() {
+	echo "--no-mmap-tracking records no side-band and harvests live processes"
+	$perf bstack record --no-mmap-tracking --interval 500 -o "$tmp/nomm.data" -- \
+		"$work" 2 "$child" "$lib" 2> "$tmp/nomm.err" || { fail "record"; return; }
+	# only the kernel's own map, and the workload's comm from perf record
+	perf report -D -i "$tmp/nomm.data" 2> /dev/null |
+		grep -E '^[0-9]+ [0-9]+ 0x.* PERF_RECORD_(MMAP|MMAP2|COMM|FORK|EXIT)' |
+		grep -v 'PERF_RECORD_MMAP .*\[kernel.kallsyms\]' > "$tmp/nomm.side"
+	n=$(grep -cv 'PERF_RECORD_COMM' "$tmp/nomm.side")
+	[ "$n" = 0 ] || fail "$n mmap/task records"
+	[ "$(grep -c 'PERF_RECORD_COMM' "$tmp/nomm.side")" -le 1 ] || fail "comm tracking"
+	perf buildid-list -i "$tmp/nomm.data" | grep -q "^$(bstack_build_id "$work") $work\$" ||
+		fail "the live workload's binary was not harvested"
+	grep -q 'no mmap tracking' "$tmp/nomm.err" || fail "no summary line about exited binaries"
+}
+
+test_pid_target() {
+	echo "-p follows the process and its children, nothing else"
+	"$work" 2 "$child" "$lib" &
+	pid=$!
+	$perf bstack record -q -p "$pid" -o "$tmp/pid.data" || fail "record -p"
+	wait "$pid"
+	script "$tmp/pid.data" > "$tmp/pid.script"
+	comms=$(awk '$1 == "COUNT" { print $7 }' "$tmp/pid.script" | sort -u | tr '\n' ' ')
+	[ "$comms" = "bstack_child bstack_work " ] || fail "comms of -p: '$comms'"
+}
+
+test_stack_kinds() {
+	echo "--user-stack-only and -C"
+	$perf bstack record -q --user-stack-only -C 0 -o "$tmp/user.data" -- \
+		"$work" 1 "$child" "$lib" || { fail "record"; return; }
+	script "$tmp/user.data" > "$tmp/user.script"
+	grep -q '^STACK .* kernel ' "$tmp/user.script" &&
+		fail "kernel stacks with --user-stack-only"
+	awk '$1 == "COUNT" && $5 != 0 { bad++ } END { exit bad > 0 }' "$tmp/user.script" ||
+		fail "samples of other CPUs than -C 0"
+	grep -q '^COUNT ' "$tmp/user.script" || fail "no samples on CPU 0"
+}
+
+test_signal() {
+	echo "SIG$1 mid-run leaves a complete perf.data"
+	$perf bstack record -q -a -o "$tmp/sig.data" 2> "$tmp/sig.err" &
+	pid=$!
+	"$work" 1 "$child" "$lib"
+	kill -"$1" "$pid"
+	wait "$pid"
+	perf report -D -i "$tmp/sig.data" > "$tmp/sig.dump" 2>&1 ||
+		fail "perf report -D after SIG$1"
+	grep -q 'PERF_RECORD_SAMPLE' "$tmp/sig.dump" || fail "no samples after SIG$1"
+	script "$tmp/sig.data" | grep -q '^STATS ' || fail "no STATS after SIG$1"
+}
+
+test_errors() {
+	echo "bad input gives a clear error, a non-zero exit and no perf.data"
+	cd "$tmp" || return
+	if setpriv --reuid=65534 --regid=65534 --clear-groups \
+		perf bstack record -o "$tmp/nobody.data" -- true 2> "$tmp/nobody.err"; then
+		fail "unprivileged record succeeded"
+	fi
+	grep -q 'CAP_BPF and CAP_PERFMON' "$tmp/nobody.err" ||
+		fail "unprivileged error: $(cat "$tmp/nobody.err")"
+	[ -e "$tmp/nobody.data" ] && fail "unprivileged record left a file"
+
+	if perf bstack record -e no_such_event -o "$tmp/bad.data" -- true 2> "$tmp/bad.err"; then
+		fail "bad event accepted"
+	fi
+	grep -q "no_such_event" "$tmp/bad.err" || fail "bad event not named"
+
+	if perf bstack record -p 999999999 -o "$tmp/bad.data" 2> "$tmp/bad.err"; then
+		fail "unknown pid accepted"
+	fi
+	if perf bstack record -o "$tmp/bad.data" -- /no/such/command 2> "$tmp/bad.err"; then
+		fail "missing command accepted"
+	fi
+	[ -e "$tmp/bad.data" ] && perf report -i "$tmp/bad.data" --stdio > /dev/null 2>&1 &&
+		perf bstack script -i "$tmp/bad.data" 2> /dev/null | grep -q '^STATS' &&
+		fail "a failed record left a perf.data that looks complete"
+	cd - > /dev/null || return
+}
+
+test_interval
+test_no_mmap_tracking
+test_pid_target
+test_stack_kinds
+test_signal INT
+test_signal TERM
+test_errors
+
+[ $err = 0 ] && echo "perf bstack record modes test [Success]"
+exit $err

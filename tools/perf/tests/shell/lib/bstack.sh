@@ -1,0 +1,64 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for the perf bstack shell tests.
+
+# The bundled workload's sources, beside the shell tests in the perf tree
+bstack_src_dir() {
+	echo "$(cd "$(dirname "$0")/../bstack" 2>/dev/null && pwd)"
+}
+
+# Skip (exit 2) with a reason when bstack cannot record here
+bstack_require_record() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "perf bstack test [Skipped: recording needs root or CAP_BPF+CAP_PERFMON]"
+		exit 2
+	fi
+	if perf version --build-options 2>&1 | grep HAVE_BPF_SKEL | grep -q OFF; then
+		echo "perf bstack test [Skipped: perf built without BPF skeletons]"
+		exit 2
+	fi
+}
+
+# Build the workload into $1: bstack_work, bstack_child, libbstack_lib.so
+bstack_build_workload() {
+	src=$(bstack_src_dir)
+	if [ -z "$src" ] || [ ! -f "$src/bstack_work.c" ]; then
+		echo "workload sources not found beside $0"
+		return 1
+	fi
+	if ! command -v clang > /dev/null; then
+		echo "clang is needed to build the workload"
+		return 1
+	fi
+	make -s -C "$src" OUT="$1"
+}
+
+bstack_build_id() {
+	readelf -n "$1" | awk '/Build ID:/ { print $3 }'
+}
+
+# Name of the function of ELF file $1 at file offset $2 (hex), or "?"
+bstack_sym_at_offset() {
+	readelf -lW "$1" | gawk -v off=$(($2)) -v bin="$1" '
+		$1 == "LOAD" {
+			o = strtonum($2); v = strtonum($3); sz = strtonum($5)
+			if (off >= o && off < o + sz) {
+				printf "%d\n", off - o + v
+				found = 1
+				exit
+			}
+		}
+		END { if (!found) print -1 }' | {
+		read -r vaddr
+		if [ "$vaddr" -lt 0 ]; then
+			echo "?"
+			return
+		fi
+		nm -n --defined-only "$1" | gawk -v a="$vaddr" '
+			$2 ~ /^[tTwW]$/ {
+				s = strtonum("0x" $1)
+				if (s <= a) { name = $3 } else { exit }
+			}
+			END { print name ? name : "?" }'
+	}
+}
