@@ -28,6 +28,8 @@
 #include <linux/err.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <linux/zalloc.h>
 
@@ -53,6 +55,11 @@ static const char * const bstack_record_usage[] = {
 
 static const char * const bstack_script_usage[] = {
 	"perf bstack script [<options>]",
+	NULL
+};
+
+static const char * const bstack_inject_usage[] = {
+	"perf bstack inject -i <bstack perf.data> -o <perf.data>",
 	NULL
 };
 
@@ -259,10 +266,98 @@ out:
 	return err;
 }
 
-static int bstack_report(int argc __maybe_unused, const char **argv __maybe_unused)
+/*
+ * Convert into a file that is already unlinked: nothing is left behind,
+ * whatever ends the report, and perf report opens it by /proc/self/fd.
+ */
+static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t size)
 {
-	pr_err("perf bstack report: not implemented yet\n");
-	return -1;
+	char tmpl[PATH_MAX];
+	const char *dir = getenv("TMPDIR");
+	int fd, err;
+
+	snprintf(tmpl, sizeof(tmpl), "%s/perf-bstack-XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkstemp(tmpl);
+	if (fd < 0) {
+		pr_err("perf bstack: cannot create a temporary file in %s: %m\n",
+		       dir && *dir ? dir : "/tmp");
+		return -errno;
+	}
+	close(fd);
+	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, sum);
+	if (err) {
+		unlink(tmpl);
+		return err;
+	}
+	fd = open(tmpl, O_RDONLY | O_CLOEXEC);
+	unlink(tmpl);
+	if (fd < 0)
+		return -errno;
+	snprintf(path, size, "/proc/self/fd/%d", fd);
+	return fd;
+}
+
+static bool has_arg(int argc, const char **argv, const char *a, const char *b)
+{
+	int i;
+
+	for (i = 0; i < argc; i++)
+		if (!strcmp(argv[i], a) || (b && !strcmp(argv[i], b)))
+			return true;
+	return false;
+}
+
+/* perf bstack report: perf report over the converted stacks */
+static int bstack_report(int argc, const char **argv)
+{
+	struct bpf_bstack_summary sum;
+	char path[64];
+	const char **rep_argv;
+	int fd, i = 0, j, ret;
+
+	fd = convert_to_temp(&sum, path, sizeof(path));
+	if (fd < 0)
+		return fd;
+
+	if ((has_arg(argc, argv, "--stdio", NULL) || !isatty(STDOUT_FILENO)) &&
+	    !has_arg(argc, argv, "-q", "--quiet")) {
+		bpf_bstack__summary_fprintf(&sum, stdout);
+		fflush(stdout);
+	}
+
+	rep_argv = calloc(argc + 4, sizeof(char *));
+	if (!rep_argv) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	rep_argv[i++] = "report";
+	rep_argv[i++] = "-i";
+	rep_argv[i++] = path;
+	for (j = 0; j < argc; j++)
+		rep_argv[i++] = argv[j];
+	ret = cmd_report(i, rep_argv);
+	free(rep_argv);
+out:
+	bpf_bstack__summary_exit(&sum);
+	close(fd);
+	return ret;
+}
+
+/* perf bstack inject: the same conversion, into a file for any perf.data reader */
+static int bstack_inject(const char *output)
+{
+	struct bpf_bstack_summary sum;
+	int err;
+
+	if (!output) {
+		pr_err("perf bstack inject: give the output file with -o\n");
+		return -EINVAL;
+	}
+	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, &sum);
+	if (!err && verbose >= 0)
+		bpf_bstack__summary_fprintf(&sum, stderr);
+	bpf_bstack__summary_exit(&sum);
+	return err;
 }
 
 int cmd_bstack(int argc, const char **argv)
@@ -317,9 +412,18 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_PARENT(bstack_options)
 	};
 	const struct option report_options[] = {
+	OPT_STRING('i', "input", &input_name, "file", "input file name"),
+	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
 	OPT_PARENT(bstack_options)
 	};
-	const char *const bstack_subcommands[] = { "record", "report", "script", NULL };
+	const char *inject_output = NULL;
+	const struct option inject_options[] = {
+	OPT_STRING('i', "input", &input_name, "file", "input file name"),
+	OPT_STRING('o', "output", &inject_output, "file", "output file name"),
+	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
+	OPT_PARENT(bstack_options)
+	};
+	const char *const bstack_subcommands[] = { "record", "report", "script", "inject", NULL };
 	const char *bstack_usage[2] = { NULL, NULL };
 	int ret;
 
@@ -339,11 +443,15 @@ int cmd_bstack(int argc, const char **argv)
 		if (argc)
 			usage_with_options(bstack_script_usage, script_options);
 		ret = bstack_script();
-	} else if (strlen(argv[0]) > 2 && strstarts("report", argv[0])) {
-		argc = parse_options(argc, argv, report_options,
-				     bstack_report_usage, 0);
+	} else if (strlen(argv[0]) > 2 && strstarts("inject", argv[0])) {
+		argc = parse_options(argc, argv, inject_options, bstack_inject_usage, 0);
 		if (argc)
-			usage_with_options(bstack_report_usage, report_options);
+			usage_with_options(bstack_inject_usage, inject_options);
+		ret = bstack_inject(inject_output);
+	} else if (strlen(argv[0]) > 2 && strstarts("report", argv[0])) {
+		/* our options; everything else is perf report's */
+		argc = parse_options(argc, argv, report_options, bstack_report_usage,
+				     PARSE_OPT_KEEP_UNKNOWN | PARSE_OPT_KEEP_DASHDASH);
 		ret = bstack_report(argc, argv);
 	} else {
 		usage_with_options(bstack_usage, bstack_options);

@@ -4,6 +4,8 @@
  * and the build-id bookkeeping perf record needs for bstack samples.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <byteswap.h>
@@ -23,6 +25,7 @@
 #include "util/map.h"
 #include "util/namespaces.h"
 #include "util/sample.h"
+#include "util/strlist.h"
 #include "util/symbol.h"
 #include "bpf_skel/bstack.h"
 
@@ -434,4 +437,71 @@ void bpf_bstack__mark_summary(void)
 	hashmap__free(bid_states);
 	bid_states = NULL;
 	memset(bid_count, 0, sizeof(bid_count));
+}
+
+void bpf_bstack__summary_add_missing(struct bpf_bstack_summary *sum, const char *sbid,
+				     const char *name)
+{
+	char *entry;
+
+	if (!sum->missing)
+		sum->missing = strlist__new(NULL, NULL);
+	if (!sum->missing || asprintf(&entry, "%s %s", sbid, name ?: "") < 0)
+		return;
+	strlist__add(sum->missing, entry);
+	free(entry);
+}
+
+u64 bpf_bstack__summary_lost(const struct bpf_bstack_summary *sum)
+{
+	return sum->stat[BPF_BSTACK_STAT_COUNTS_FULL];
+}
+
+static double pct(u64 part, u64 total)
+{
+	return total ? 100.0 * part / total : 0.0;
+}
+
+void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
+{
+	u64 frames = s->nr_valid_frames + s->nr_ip_frames;
+	struct str_node *pos;
+
+	fprintf(fp, "# bstack: %" PRIu64 " samples in %" PRIu64 " counts, %" PRIu64
+		" unique user and %" PRIu64 " kernel stacks\n",
+		s->has_stats ? s->stat[BPF_BSTACK_STAT_SAMPLES] : s->nr_samples,
+		s->nr_counts, s->nr_user_stacks, s->nr_kern_stacks);
+	if (s->has_stats)
+		fprintf(fp, "# bstack: lost %" PRIu64 " samples (counts map full), %" PRIu64
+			" user stacks (%" PRIu64 " map full), %" PRIu64 " kernel stacks (%" PRIu64
+			" map full)\n",
+			s->stat[BPF_BSTACK_STAT_COUNTS_FULL],
+			s->stat[BPF_BSTACK_STAT_USER_ERR] + s->stat[BPF_BSTACK_STAT_USER_FULL],
+			s->stat[BPF_BSTACK_STAT_USER_FULL],
+			s->stat[BPF_BSTACK_STAT_KERN_ERR] + s->stat[BPF_BSTACK_STAT_KERN_FULL],
+			s->stat[BPF_BSTACK_STAT_KERN_FULL]);
+	else
+		fprintf(fp, "# bstack: no recorder counters in the file: losses unknown\n");
+	fprintf(fp, "# bstack: user frames: %.1f%% with build-id, %.1f%% as IP (%" PRIu64
+		" of %" PRIu64 " found in recorded maps), %" PRIu64 " bogus offsets, %" PRIu64
+		" unknown\n",
+		pct(s->nr_valid_frames, frames), pct(s->nr_ip_frames, frames),
+		s->nr_ip_resolved, s->nr_ip_frames, s->nr_bogus_frames, s->nr_unknown_frames);
+	if (s->nr_damaged || s->nr_missing_stacks || s->nr_no_stack)
+		fprintf(fp, "# bstack: %" PRIu64 " damaged records skipped, %" PRIu64
+			" counts of missing stacks, %" PRIu64 " samples without stacks\n",
+			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
+	if (!s->missing)
+		return;
+	fprintf(fp, "# bstack: %u binaries found in no build-id cache (add them with\n"
+		"# bstack: 'perf buildid-cache -a FILE', or set DEBUGINFOD_URLS):\n",
+		strlist__nr_entries(s->missing));
+	strlist__for_each_entry(pos, s->missing)
+		fprintf(fp, "# bstack:   %s\n", pos->s);
+}
+
+void bpf_bstack__summary_exit(struct bpf_bstack_summary *sum)
+{
+	strlist__delete(sum->missing);
+	sum->missing = NULL;
 }

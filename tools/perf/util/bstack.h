@@ -25,6 +25,7 @@
  * needs_swap to bpf_bstack__decode().  See perf.data-file-format.txt.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <linux/compiler.h>
 #include <linux/types.h>
@@ -35,6 +36,7 @@ struct machine;
 struct perf_sample;
 struct perf_session;
 struct record_opts;
+struct strlist;
 struct target;
 
 #define BPF_BSTACK_EVENT		"bstack"
@@ -119,6 +121,33 @@ struct dso *bpf_bstack__find_dso(struct machine *machine, const u8 *build_id);
 int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 			  struct perf_sample *sample);
 void bpf_bstack__mark_summary(void);
+
+/* What a report learns about a recording, shown above the report */
+struct bpf_bstack_summary {
+	u64		stat[BPF_BSTACK_MAX_STATS];	/* the recorder's counters */
+	bool		has_stats;
+	u64		nr_user_stacks;
+	u64		nr_kern_stacks;
+	u64		nr_counts;
+	u64		nr_samples;
+	u64		nr_no_stack;		/* samples with neither stack */
+	u64		nr_missing_stacks;	/* counts naming a stack not in the file */
+	u64		nr_damaged;		/* records skipped */
+	u64		nr_valid_frames;
+	u64		nr_ip_frames;
+	u64		nr_ip_resolved;		/* IP frames found in recorded maps */
+	u64		nr_bogus_frames;	/* VALID, but past the end of the file */
+	u64		nr_unknown_frames;
+	struct strlist	*missing;		/* "build-id path" found in no cache */
+};
+
+int bpf_bstack__convert(const char *input, const char *output, bool force,
+			struct bpf_bstack_summary *sum);
+void bpf_bstack__summary_add_missing(struct bpf_bstack_summary *sum, const char *sbid,
+				     const char *name);
+u64 bpf_bstack__summary_lost(const struct bpf_bstack_summary *sum);
+void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *sum, FILE *fp);
+void bpf_bstack__summary_exit(struct bpf_bstack_summary *sum);
 
 /* Settings of 'perf record --bstack', filled in by 'perf bstack record' */
 struct bpf_bstack_opts {

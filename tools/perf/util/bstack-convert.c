@@ -1,0 +1,774 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Turn a perf bstack recording into a standard perf.data: one MMAP2 with a
+ * build-id per (process, binary) at a synthetic address, and one SAMPLE
+ * with a callchain per count, whose user addresses land at the recorded
+ * file offsets inside those maps.  perf report, perf script and every tool
+ * that reads perf.data then resolve the frames through the build-id cache
+ * with their unchanged code.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <linux/bpf.h>
+#include <linux/err.h>
+#include <linux/kernel.h>
+#include <linux/string.h>
+#include <linux/zalloc.h>
+#include <internal/lib.h>
+
+#include "util/addr_location.h"
+#include "util/bstack.h"
+#include "util/build-id.h"
+#include "util/data.h"
+#include "util/debug.h"
+#include "util/dso.h"
+#include "util/event.h"
+#include "util/evlist.h"
+#include "util/evsel.h"
+#include "util/hashmap.h"
+#include "util/header.h"
+#include "util/machine.h"
+#include "util/map.h"
+#include "util/sample.h"
+#include "util/session.h"
+#include "util/symbol.h"
+#include "util/synthetic-events.h"
+#include "util/thread.h"
+#include "util/util.h"
+#include "util/tool.h"
+#include "bpf_skel/bstack.h"
+
+/*
+ * Binaries are placed at synthetic addresses between user libraries and
+ * executables: 4 GiB per build-id from 64 TiB up, an area the kernel does
+ * not hand out to user space by default.
+ */
+#define SLOT_BASE	0x400000000000ULL
+#define SLOT_SIZE	(1ULL << 32)
+#define MAX_SLOTS	4096
+/* an address in no map, for frames that cannot be placed: shown as 0x1 */
+#define UNKNOWN_IP	0x1ULL
+
+#define OUT_SAMPLE_TYPES (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | \
+			  PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN)
+
+struct bstack_slot {
+	u8		build_id[BUILD_ID_SIZE];
+	struct dso	*dso;
+	u64		base;
+	u64		limit;		/* offsets at or above are bogus */
+	bool		available;	/* a file with this build-id was found */
+};
+
+struct bstack_conv {
+	struct perf_tool		tool;
+	struct perf_session		*session;
+	struct bpf_bstack_summary	*sum;
+	struct hashmap			*stacks;	/* id -> struct bpf_bstack_rec_stack * */
+	struct bpf_bstack_rec_count	*counts;
+	size_t				nr_counts, alloc_counts;
+
+	int				fd;
+	u64				bytes;
+	int				err;
+	struct evlist			*evlist;
+	struct hashmap			*slots;		/* build-id key -> struct bstack_slot * */
+	int				nr_slots;
+	struct hashmap			*mapped;	/* pid << 16 | slot -> 1 */
+	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
+	u64				*chain;
+	union perf_event		*event;
+};
+
+static size_t u64_hash(long key, void *ctx __maybe_unused)
+{
+	return key;
+}
+
+static bool u64_equal(long a, long b, void *ctx __maybe_unused)
+{
+	return a == b;
+}
+
+static long bid_key(const u8 *bid)
+{
+	long key;
+
+	memcpy(&key, bid, sizeof(key));
+	return key;
+}
+
+/* Input side: keep every bstack record, in host byte order */
+static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	struct bpf_bstack_rec_stack *stack;
+	struct bpf_bstack_rec_stats *st;
+	u32 i;
+
+	switch (hdr->type) {
+	case BPF_BSTACK_REC_STACK:
+		stack = memdup(hdr, hdr->size);
+		if (!stack)
+			return -ENOMEM;
+		if (hashmap__add(c->stacks, stack->id, stack)) {
+			free(stack);	/* a stack written twice: keep the first */
+			return 0;
+		}
+		if (stack->kind == BPF_BSTACK_STACK_USER)
+			sum->nr_user_stacks++;
+		else
+			sum->nr_kern_stacks++;
+		return 0;
+	case BPF_BSTACK_REC_COUNT:
+		if (c->nr_counts == c->alloc_counts) {
+			size_t n = c->alloc_counts ? c->alloc_counts * 2 : 1024;
+			void *p = realloc(c->counts, n * sizeof(*c->counts));
+
+			if (!p)
+				return -ENOMEM;
+			c->counts = p;
+			c->alloc_counts = n;
+		}
+		memcpy(&c->counts[c->nr_counts++], hdr, sizeof(*c->counts));
+		return 0;
+	case BPF_BSTACK_REC_STATS:
+		/* cumulative: the last drain has them all */
+		st = (void *)hdr;
+		memset(sum->stat, 0, sizeof(sum->stat));
+		for (i = 0; i < st->nr && i < BPF_BSTACK_STAT_MAX; i++)
+			sum->stat[i] = st->stat[i];
+		sum->has_stats = true;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int read_sample(const struct perf_tool *tool, union perf_event *event __maybe_unused,
+		       struct perf_sample *sample, struct evsel *evsel,
+		       struct machine *machine __maybe_unused)
+{
+	struct bstack_conv *c = container_of(tool, struct bstack_conv, tool);
+	struct bpf_bstack_rec_hdr *hdr;
+	void *copy;
+	int err;
+
+	if (!bpf_bstack__is_event(evsel))
+		return 0;
+
+	err = bpf_bstack__decode(sample->raw_data, sample->raw_size, evsel->needs_swap,
+				 &hdr, &copy);
+	if (err) {
+		c->sum->nr_damaged++;
+		pr_warning("bstack: skipping a damaged record at time %" PRIu64 ": %s\n",
+			   sample->time, bpf_bstack__strerror(err));
+		return 0;
+	}
+	err = add_record(c, hdr);
+	free(copy);
+	return err;
+}
+
+/* Output side */
+static int write_out(struct bstack_conv *c, const void *buf, size_t size)
+{
+	if (c->err)
+		return c->err;
+	if (writen(c->fd, buf, size) != (ssize_t)size) {
+		c->err = -errno;
+		pr_err("bstack: cannot write the converted data: %m\n");
+		return c->err;
+	}
+	c->bytes += size;
+	return 0;
+}
+
+/* non-sample events carry the sample_id_all trailer of the output event */
+static int write_with_id(struct bstack_conv *c, union perf_event *event, size_t size,
+			 u32 pid, u32 tid, u64 time)
+{
+	struct perf_sample id = { .pid = pid, .tid = tid, .time = time, };
+	int n;
+
+	size = PERF_ALIGN(size, sizeof(u64));
+	n = perf_event__synthesize_id_sample((void *)event + size, OUT_SAMPLE_TYPES, &id);
+	event->header.size = size + n * sizeof(u64);
+	return write_out(c, event, event->header.size);
+}
+
+static int synthesized(const struct perf_tool *tool, union perf_event *event,
+		       struct perf_sample *sample __maybe_unused,
+		       struct machine *machine __maybe_unused)
+{
+	struct bstack_conv *c = container_of(tool, struct bstack_conv, tool);
+
+	return write_out(c, event, event->header.size);
+}
+
+/* Is there a file with this build-id to take symbols from, and how big is it? */
+static bool find_binary(struct dso *dso, u64 *size)
+{
+	char path[PATH_MAX], sbid[SBUILD_ID_SIZE];
+	struct build_id bid;
+	struct stat st;
+
+	if (dso__build_id_filename(dso, path, sizeof(path), false) &&
+	    !stat(path, &st) && S_ISREG(st.st_mode)) {
+		*size = st.st_size;
+		return true;
+	}
+	if (!stat(dso__long_name(dso), &st) && S_ISREG(st.st_mode) &&
+	    filename__read_build_id(dso__long_name(dso), &bid) > 0 &&
+	    dso__build_id_equal(dso, &bid)) {
+		*size = st.st_size;
+		return true;
+	}
+	/* a debuginfo file has the symbols, but not the binary's size */
+	if (dso__build_id_filename(dso, path, sizeof(path), true) && !access(path, R_OK))
+		return true;
+	build_id__sprintf(dso__bid(dso), sbid);
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", sbid, sbid + 2);
+	return !access(path, R_OK);
+}
+
+static struct dso *dso_for_build_id(struct bstack_conv *c, const u8 *build_id)
+{
+	struct machine *machine = &c->session->machines.host;
+	char sbid[SBUILD_ID_SIZE], name[PATH_MAX];
+	struct build_id bid;
+	struct dso *dso;
+	char *orig;
+
+	dso = bpf_bstack__find_dso(machine, build_id);
+	if (dso)
+		return dso__get(dso);
+
+	/* not in the header: name it from the cache's link, or by its build-id */
+	build_id__init(&bid, build_id, BUILD_ID_SIZE);
+	build_id__sprintf(&bid, sbid);
+	orig = build_id_cache__origname(sbid);
+	snprintf(name, sizeof(name), "%s", orig ?: "");
+	free(orig);
+	dso = name[0] ? machine__findnew_dso(machine, name) : NULL;
+	if (dso && dso__has_build_id(dso) && !dso__build_id_equal(dso, &bid)) {
+		dso__put(dso);
+		dso = NULL;	/* that path is another build now */
+	}
+	if (!dso) {
+		snprintf(name, sizeof(name), "[buildid:%s]", sbid);
+		dso = machine__findnew_dso(machine, name);
+	}
+	if (dso && !dso__has_build_id(dso))
+		dso__set_build_id(dso, &bid);
+	return dso;
+}
+
+static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *build_id)
+{
+	struct bstack_slot *slot;
+	u64 size = 0;
+
+	if (hashmap__find(c->slots, bid_key(build_id), &slot))
+		return slot;
+	if (c->nr_slots >= MAX_SLOTS)
+		return NULL;
+
+	slot = zalloc(sizeof(*slot));
+	if (!slot)
+		return NULL;
+	memcpy(slot->build_id, build_id, BUILD_ID_SIZE);
+	slot->dso = dso_for_build_id(c, build_id);
+	slot->base = SLOT_BASE + c->nr_slots * SLOT_SIZE;
+	slot->limit = SLOT_SIZE;
+	if (slot->dso) {
+		slot->available = find_binary(slot->dso, &size);
+		if (size)
+			slot->limit = size;
+		dso__set_hit(slot->dso);
+	}
+	if (!slot->available) {
+		char sbid[SBUILD_ID_SIZE];
+		struct build_id bid;
+
+		build_id__init(&bid, build_id, BUILD_ID_SIZE);
+		build_id__sprintf(&bid, sbid);
+		bpf_bstack__summary_add_missing(c->sum, sbid,
+						slot->dso ? dso__long_name(slot->dso) : NULL);
+	}
+	c->nr_slots++;
+	if (hashmap__add(c->slots, bid_key(build_id), slot)) {
+		dso__put(slot->dso);
+		free(slot);
+		return NULL;
+	}
+	return slot;
+}
+
+static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid)
+{
+	struct perf_record_mmap2 *mm = &c->event->mmap2;
+	long key = (long)pid << 16 | ((slot->base - SLOT_BASE) / SLOT_SIZE);
+	const char *name;
+	size_t len;
+
+	if (hashmap__find(c->mapped, key, NULL))
+		return 0;
+	if (hashmap__add(c->mapped, key, 1))
+		return -ENOMEM;
+
+	name = slot->dso ? dso__long_name(slot->dso) : "[unknown]";
+	memset(mm, 0, sizeof(*mm));
+	mm->header.type = PERF_RECORD_MMAP2;
+	mm->header.misc = PERF_RECORD_MISC_USER | PERF_RECORD_MISC_MMAP_BUILD_ID;
+	mm->pid = pid;
+	mm->tid = pid;
+	mm->start = slot->base;
+	mm->len = SLOT_SIZE;
+	mm->pgoff = 0;
+	mm->build_id_size = BUILD_ID_SIZE;
+	memcpy(mm->build_id, slot->build_id, BUILD_ID_SIZE);
+	mm->prot = PROT_READ | PROT_EXEC;
+	mm->flags = MAP_PRIVATE;
+	len = strlen(name) + 1;
+	if (len > sizeof(mm->filename))
+		len = sizeof(mm->filename);
+	memcpy(mm->filename, name, len);
+	mm->filename[len - 1] = '\0';
+	/* time 0: delivered before every sample, which are time ordered */
+	return write_with_id(c, c->event, offsetof(struct perf_record_mmap2, filename) + len,
+			     pid, pid, 0);
+}
+
+static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
+{
+	struct perf_record_comm *comm = &c->event->comm;
+	long key = (long)cnt->pid << 32 | cnt->tid;
+	char *cur, *old = NULL;
+
+	if (hashmap__find(c->comms, key, &cur) && !strncmp(cur, cnt->comm, sizeof(cnt->comm)))
+		return 0;
+	cur = strndup(cnt->comm, sizeof(cnt->comm));
+	if (!cur || hashmap__set(c->comms, key, cur, NULL, &old)) {
+		free(cur);
+		return -ENOMEM;
+	}
+	free(old);
+
+	memset(comm, 0, sizeof(*comm));
+	comm->header.type = PERF_RECORD_COMM;
+	comm->header.misc = PERF_RECORD_MISC_USER;
+	comm->pid = cnt->pid;
+	comm->tid = cnt->tid;
+	memcpy(comm->comm, cnt->comm, sizeof(cnt->comm));
+	comm->comm[sizeof(comm->comm) - 1] = '\0';
+	/* just before the samples taken under this name */
+	return write_with_id(c, c->event, sizeof(*comm), cnt->pid, cnt->tid,
+			     cnt->first_ns ? cnt->first_ns - 1 : 1);
+}
+
+/* A user frame as an address in the synthetic map of its binary */
+static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt,
+			 const struct bpf_bstack_frame *f)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	struct bstack_slot *slot;
+	u64 offset = f->offset;
+
+	if (f->status == BPF_STACK_BUILD_ID_VALID) {
+		sum->nr_valid_frames++;
+		slot = slot_for_build_id(c, f->build_id);
+	} else {
+		/* the kernel could not read the build-id: try the recorded maps */
+		struct thread *thread;
+		struct addr_location al;
+
+		sum->nr_ip_frames++;
+		slot = NULL;
+		addr_location__init(&al);
+		thread = machine__find_thread(&c->session->machines.host, cnt->pid, cnt->tid);
+		if (thread && thread__find_map(thread, PERF_RECORD_MISC_USER, f->offset, &al) &&
+		    dso__has_build_id(map__dso(al.map))) {
+			slot = slot_for_build_id(c, dso__bid(map__dso(al.map))->data);
+			offset = al.addr;
+			sum->nr_ip_resolved++;
+		}
+		thread__put(thread);
+		addr_location__exit(&al);
+		if (!slot) {
+			/* keep the address, unless it would land in a synthetic map */
+			sum->nr_unknown_frames++;
+			if (f->offset >= SLOT_BASE && f->offset < SLOT_BASE + MAX_SLOTS * SLOT_SIZE)
+				return UNKNOWN_IP;
+			return f->offset;
+		}
+	}
+	if (!slot) {
+		sum->nr_unknown_frames++;
+		return UNKNOWN_IP;
+	}
+	if (offset >= slot->limit) {
+		/* a return address below the mapping comes back VALID with a huge offset */
+		sum->nr_bogus_frames++;
+		return UNKNOWN_IP;
+	}
+	if (write_mmap(c, slot, cnt->pid))
+		return UNKNOWN_IP;
+	return slot->base + offset;
+}
+
+static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u32 kind)
+{
+	struct bpf_bstack_rec_stack *stack;
+
+	if (!id)
+		return NULL;
+	if (!hashmap__find(c->stacks, id, &stack) || stack->kind != kind) {
+		c->sum->nr_missing_stacks++;
+		return NULL;
+	}
+	return stack;
+}
+
+static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
+{
+	struct bpf_bstack_rec_stack *kstack, *ustack;
+	struct perf_sample sample = {
+		.pid	= cnt->pid,
+		.tid	= cnt->tid,
+		.cpu	= cnt->cpu,
+		.time	= cnt->last_ns,
+		.period	= cnt->count,
+	};
+	u64 n = 0, i;
+	int err;
+
+	kstack = find_stack(c, cnt->kern_stack, BPF_BSTACK_STACK_KERNEL);
+	ustack = find_stack(c, cnt->user_stack, BPF_BSTACK_STACK_USER);
+	if (!kstack && !ustack) {
+		c->sum->nr_no_stack += cnt->count;
+		return 0;
+	}
+
+	err = write_comm(c, cnt);
+	if (err)
+		return err;
+
+	c->chain[n++] = 0;	/* nr, below */
+	if (kstack) {
+		c->chain[n++] = PERF_CONTEXT_KERNEL;
+		for (i = 0; i < kstack->nr; i++)
+			c->chain[n++] = bpf_bstack__kernel_ips(kstack)[i];
+	}
+	if (ustack) {
+		c->chain[n++] = PERF_CONTEXT_USER;
+		for (i = 0; i < ustack->nr; i++)
+			c->chain[n++] = user_frame_ip(c, cnt, &bpf_bstack__user_frames(ustack)[i]);
+	}
+	c->chain[0] = n - 1;
+	sample.callchain = (struct ip_callchain *)c->chain;
+	sample.ip = n > 2 ? c->chain[2] : 0;
+
+	c->event->header.type = PERF_RECORD_SAMPLE;
+	c->event->header.misc = kstack ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
+	c->event->header.size = perf_event__sample_event_size(&sample, OUT_SAMPLE_TYPES, 0);
+	perf_event__synthesize_sample(c->event, OUT_SAMPLE_TYPES, 0, &sample);
+	c->sum->nr_samples += cnt->count;
+	c->sum->nr_counts++;
+	return write_out(c, c->event, c->event->header.size);
+}
+
+static int cmp_first_ns(const void *a, const void *b)
+{
+	const struct bpf_bstack_rec_count *x = a, *y = b;
+
+	if (x->first_ns != y->first_ns)
+		return x->first_ns < y->first_ns ? -1 : 1;
+	return 0;
+}
+
+static struct evlist *output_evlist(struct evsel *in)
+{
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= PERF_COUNT_SW_CPU_CLOCK,
+		.size		= sizeof(attr),
+		.sample_type	= OUT_SAMPLE_TYPES,
+		.sample_period	= 1,
+		.sample_id_all	= 1,
+		.use_clockid	= in->core.attr.use_clockid,
+		.clockid	= in->core.attr.clockid,
+	};
+	struct evlist *evlist = evlist__new();
+	struct evsel *evsel;
+
+	if (!evlist)
+		return NULL;
+	evsel = evsel__new(&attr);
+	if (!evsel) {
+		evlist__delete(evlist);
+		return NULL;
+	}
+	evsel->name = strdup(BPF_BSTACK_EVENT);
+	evlist__add(evlist, evsel);
+	return evlist;
+}
+
+/* Keep the header sections that describe the recording machine, like perf inject */
+struct bstack_fc {
+	struct feat_copier		fc;
+	struct perf_file_section	secs[HEADER_FEAT_BITS];
+	int				in_fd;
+};
+
+static int save_section(struct perf_file_section *section, struct perf_header *ph __maybe_unused,
+			int feat, int fd __maybe_unused, void *data)
+{
+	struct bstack_fc *bfc = data;
+
+	bfc->secs[feat] = *section;
+	return 0;
+}
+
+static int copy_feat(struct feat_copier *fc, int feat, struct feat_writer *fw)
+{
+	struct bstack_fc *bfc = container_of(fc, struct bstack_fc, fc);
+	struct perf_file_section *sec = &bfc->secs[feat];
+	void *buf;
+	int ret;
+
+	switch (feat) {
+	case HEADER_HOSTNAME: case HEADER_OSRELEASE: case HEADER_VERSION:
+	case HEADER_ARCH: case HEADER_NRCPUS: case HEADER_CPUDESC:
+	case HEADER_CPUID: case HEADER_TOTAL_MEM: case HEADER_CPU_TOPOLOGY:
+	case HEADER_NUMA_TOPOLOGY: case HEADER_CMDLINE: case HEADER_CLOCKID:
+	case HEADER_CLOCK_DATA: case HEADER_MEM_TOPOLOGY: case HEADER_CACHE:
+		break;
+	default:
+		return 0;
+	}
+	if (!sec->offset || !sec->size || sec->size > (64 << 20))
+		return 0;
+	buf = malloc(sec->size);
+	if (!buf)
+		return -ENOMEM;
+	ret = pread(bfc->in_fd, buf, sec->size, sec->offset) == (ssize_t)sec->size ?
+	      fw->write(fw, buf, sec->size) : -EIO;
+	free(buf);
+	return ret < 0 ? ret : 1;
+}
+
+static void clear_features(struct perf_header *header)
+{
+	static const int keep[] = {
+		HEADER_BUILD_ID, HEADER_HOSTNAME, HEADER_OSRELEASE, HEADER_VERSION,
+		HEADER_ARCH, HEADER_NRCPUS, HEADER_CPUDESC, HEADER_CPUID,
+		HEADER_TOTAL_MEM, HEADER_CPU_TOPOLOGY, HEADER_NUMA_TOPOLOGY,
+		HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_CLOCKID, HEADER_CLOCK_DATA,
+		HEADER_MEM_TOPOLOGY, HEADER_CACHE, HEADER_SAMPLE_TIME,
+	};
+	int feat;
+	size_t i;
+
+	for (feat = HEADER_FIRST_FEATURE; feat < HEADER_LAST_FEATURE; feat++) {
+		for (i = 0; i < ARRAY_SIZE(keep); i++)
+			if (keep[i] == feat)
+				break;
+		if (i == ARRAY_SIZE(keep))
+			perf_header__clear_feat(header, feat);
+	}
+	perf_header__set_feat(header, HEADER_BUILD_ID);
+}
+
+static void set_event_name(struct bstack_conv *c)
+{
+	struct evsel *evsel = evlist__first(c->evlist);
+	const struct bpf_bstack_summary *s = c->sum;
+	u64 lost = bpf_bstack__summary_lost(s);
+	char *name;
+
+	if (asprintf(&name, "bstack: %" PRIu64 " samples, %" PRIu64 " lost, %.1f%% IP frames",
+		     s->has_stats ? s->stat[BPF_BSTACK_STAT_SAMPLES] : s->nr_samples, lost,
+		     s->nr_valid_frames + s->nr_ip_frames ?
+		     100.0 * s->nr_ip_frames / (s->nr_valid_frames + s->nr_ip_frames) : 0.0) > 0) {
+		free(evsel->name);
+		evsel->name = name;
+	}
+}
+
+static int write_output(struct bstack_conv *c, const char *output)
+{
+	struct perf_session *session = c->session;
+	struct machine *machine = &session->machines.host;
+	struct bstack_fc bfc = { .fc.copy = copy_feat, };
+	u64 in_data_offset = session->header.data_offset;
+	u64 in_data_size = session->header.data_size;
+	struct evlist *in_evlist = session->evlist;
+	u64 data_offset;
+	size_t i;
+	int err;
+
+	bfc.in_fd = perf_data__fd(session->data);
+	perf_header__process_sections(&session->header, bfc.in_fd, &bfc, save_section);
+
+	c->fd = open(output, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+	if (c->fd < 0) {
+		pr_err("bstack: cannot create %s: %m\n", output);
+		return -errno;
+	}
+	c->evlist = output_evlist(evlist__find_evsel_by_str(in_evlist, BPF_BSTACK_EVENT));
+	c->chain = calloc(2 * BPF_BSTACK_MAX_FRAMES + 3, sizeof(u64));
+	c->event = malloc(PERF_SAMPLE_MAX_SIZE);
+	if (!c->evlist || !c->chain || !c->event) {
+		err = -ENOMEM;
+		goto out;
+	}
+
+	/* room for the header and the attribute before the data, as perf inject does */
+	data_offset = roundup(8192 + in_data_offset, 4096);
+	if (lseek(c->fd, data_offset, SEEK_SET) < 0) {
+		err = -errno;
+		goto out;
+	}
+
+	machine->id_hdr_size = evlist__id_hdr_size(c->evlist);
+	perf_event__synthesize_kernel_mmap(&c->tool, synthesized, machine);
+	perf_event__synthesize_modules(&c->tool, synthesized, machine);
+
+	qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_first_ns);
+	for (i = 0; i < c->nr_counts && !c->err; i++) {
+		err = write_count(c, &c->counts[i]);
+		if (err)
+			goto out;
+	}
+	err = c->err;
+	if (err)
+		goto out;
+
+	if (c->sum->nr_kern_stacks) {
+		struct map *kmap = machine__kernel_map(machine);
+
+		if (kmap)
+			dso__set_hit(map__dso(kmap));
+	}
+	set_event_name(c);
+	clear_features(&session->header);
+	disable_buildid_cache();	/* never copy files by path: they may be rebuilt */
+	session->header.data_offset = data_offset;
+	session->header.data_size = c->bytes;
+	err = perf_session__inject_header(session, c->evlist, c->fd, &bfc.fc, false);
+	session->header.data_offset = in_data_offset;
+	session->header.data_size = in_data_size;
+out:
+	if (close(c->fd) && !err)
+		err = -errno;
+	if (err)
+		unlink(output);
+	return err;
+}
+
+static void conv_free(struct bstack_conv *c)
+{
+	struct hashmap_entry *cur;
+	size_t bkt;
+
+	if (c->stacks) {
+		hashmap__for_each_entry(c->stacks, cur, bkt)
+			free(cur->pvalue);
+		hashmap__free(c->stacks);
+	}
+	if (c->slots) {
+		hashmap__for_each_entry(c->slots, cur, bkt) {
+			struct bstack_slot *slot = cur->pvalue;
+
+			dso__put(slot->dso);
+			free(slot);
+		}
+		hashmap__free(c->slots);
+	}
+	if (c->comms) {
+		hashmap__for_each_entry(c->comms, cur, bkt)
+			free(cur->pvalue);
+		hashmap__free(c->comms);
+	}
+	hashmap__free(c->mapped);
+	evlist__delete(c->evlist);
+	free(c->counts);
+	free(c->chain);
+	free(c->event);
+}
+
+int bpf_bstack__convert(const char *input, const char *output, bool force,
+			struct bpf_bstack_summary *sum)
+{
+	struct perf_data data = {
+		.path	= input,
+		.mode	= PERF_DATA_MODE_READ,
+		.force	= force,
+	};
+	struct bstack_conv c = { .sum = sum, .fd = -1, };
+	int err;
+
+	memset(sum, 0, sizeof(*sum));
+	perf_tool__init(&c.tool, /*ordered_events=*/true);
+	c.tool.sample	= read_sample;
+	c.tool.mmap	= perf_event__process_mmap;
+	c.tool.mmap2	= perf_event__process_mmap2;
+	c.tool.comm	= perf_event__process_comm;
+	c.tool.fork	= perf_event__process_fork;
+	c.tool.exit	= perf_event__process_exit;
+	c.tool.build_id	= perf_event__process_build_id;
+
+	c.stacks = hashmap__new(u64_hash, u64_equal, NULL);
+	c.slots = hashmap__new(u64_hash, u64_equal, NULL);
+	c.mapped = hashmap__new(u64_hash, u64_equal, NULL);
+	c.comms = hashmap__new(u64_hash, u64_equal, NULL);
+	if (IS_ERR(c.stacks) || IS_ERR(c.slots) || IS_ERR(c.mapped) || IS_ERR(c.comms)) {
+		c.stacks = c.slots = c.mapped = c.comms = NULL;
+		conv_free(&c);
+		return -ENOMEM;
+	}
+
+	c.session = perf_session__new(&data, &c.tool);
+	if (IS_ERR(c.session)) {
+		err = PTR_ERR(c.session);
+		c.session = NULL;
+		pr_err("bstack: cannot read %s\n", input);
+		goto out;
+	}
+	if (data.is_pipe) {
+		pr_err("bstack: %s: reading bstack data from a pipe is not supported\n", input);
+		err = -EINVAL;
+		goto out;
+	}
+	if (!evlist__find_evsel_by_str(c.session->evlist, BPF_BSTACK_EVENT)) {
+		pr_err("%s has no bstack samples: record it with 'perf bstack record'\n", input);
+		err = -EINVAL;
+		goto out;
+	}
+	symbol__init(&c.session->header.env);
+
+	err = perf_session__process_events(c.session);
+	if (err) {
+		pr_err("bstack: %s could not be read (error %d): truncated or damaged\n",
+		       input, err);
+		goto out;
+	}
+	if (!c.nr_counts && !sum->has_stats) {
+		pr_err("bstack: %s has no bstack records: the record was cut short\n", input);
+		err = -EINVAL;
+		goto out;
+	}
+	err = write_output(&c, output);
+out:
+	conv_free(&c);
+	if (c.session)
+		perf_session__delete(c.session);
+	return err;
+}
