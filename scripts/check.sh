@@ -19,7 +19,8 @@ skip=0
 # and the shell tests run the perf in PATH
 cd "$build/linux" || exit 1
 PATH=$build/perf:$PATH
-export PATH
+PERF_EXEC_PATH=$build/perf	# perf archive and other script commands
+export PATH PERF_EXEC_PATH
 "$build/perf/perf" test -v bstack > "$build/perf-test.log" 2>&1
 cat "$build/perf-test.log" >> "$log"
 results=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$build/perf-test.log")

@@ -43,7 +43,7 @@ trap 'rm -f "$covered"' EXIT
 awk '!/^#/ && NF {
 	if (!($1 in files)) order[n++] = $1
 	files[$1] = files[$1] " " substr($0, length($1) + 2)
-} END { for (i = 0; i < n; i++) print order[i] files[order[i]] }' "$list" |
+} END { for (i = 0; i < n; i++) print order[i] files[order[i]] }' "$list" | sort |
 while read -r patch files; do
 	[ -n "$patch" ] || continue
 	p=$top/patches/$patch

@@ -13,7 +13,16 @@
 #include <string.h>
 
 #include "util/bstack.h"
+#include "util/addr_location.h"
+#include "util/callchain.h"
 #include "util/data.h"
+#include "util/dso.h"
+#include "util/hashmap.h"
+#include "util/machine.h"
+#include "util/map.h"
+#include "util/strbuf.h"
+#include "util/symbol.h"
+#include "util/thread.h"
 #include "util/debug.h"
 #include "util/event.h"
 #include "util/evlist.h"
@@ -143,6 +152,7 @@ static int bstack_record(int argc, const char **argv)
 }
 
 static bool force;
+static bool report_folded;
 
 struct bstack_script {
 	struct perf_tool	tool;
@@ -307,6 +317,155 @@ static bool has_arg(int argc, const char **argv, const char *a, const char *b)
 	return false;
 }
 
+/* --folded: FlameGraph's collapsed stacks, "comm;outer;...;leaf count" */
+struct bstack_folded {
+	struct perf_tool	tool;
+	struct hashmap		*stacks;	/* folded line -> u64 *count */
+	struct strbuf		line;
+};
+
+static size_t folded_hash(long key, void *ctx __maybe_unused)
+{
+	return str_hash((const char *)key);
+}
+
+static bool folded_equal(long a, long b, void *ctx __maybe_unused)
+{
+	return !strcmp((const char *)a, (const char *)b);
+}
+
+static void folded_frame(struct strbuf *sb, struct callchain_cursor_node *node)
+{
+	if (node->ms.sym)
+		strbuf_addstr(sb, node->ms.sym->name);
+	else if (node->ms.map)
+		strbuf_addf(sb, "[%s+0x%" PRIx64 "]", dso__short_name(map__dso(node->ms.map)),
+			    map__map_ip(node->ms.map, node->ip));
+	else
+		strbuf_addstr(sb, "[unknown]");
+}
+
+static int folded_sample(const struct perf_tool *tool, union perf_event *event __maybe_unused,
+			 struct perf_sample *sample, struct evsel *evsel,
+			 struct machine *machine)
+{
+	struct bstack_folded *f = container_of(tool, struct bstack_folded, tool);
+	struct callchain_cursor *cursor = get_tls_callchain_cursor();
+	struct callchain_cursor_node *node, **nodes;
+	struct addr_location al;
+	u64 *count = NULL;
+	char *key;
+	u64 n = 0, i;
+	int err = 0;
+
+	addr_location__init(&al);
+	if (!cursor || machine__resolve(machine, &al, sample) < 0 ||
+	    thread__resolve_callchain(al.thread, cursor, evsel, sample, NULL, NULL,
+				      PERF_MAX_STACK_DEPTH))
+		goto out;
+
+	nodes = calloc(cursor->nr + 1, sizeof(*nodes));
+	if (!nodes) {
+		err = -ENOMEM;
+		goto out;
+	}
+	callchain_cursor_commit(cursor);
+	while ((node = callchain_cursor_current(cursor)) != NULL) {
+		nodes[n++] = node;
+		callchain_cursor_advance(cursor);
+	}
+
+	strbuf_setlen(&f->line, 0);
+	strbuf_addstr(&f->line, thread__comm_str(al.thread) ?: "[unknown]");
+	for (i = n; i > 0; i--) {	/* outermost first */
+		strbuf_addch(&f->line, ';');
+		folded_frame(&f->line, nodes[i - 1]);
+	}
+	free(nodes);
+
+	if (hashmap__find(f->stacks, f->line.buf, &count)) {
+		*count += sample->period;
+	} else {
+		key = strdup(f->line.buf);
+		count = malloc(sizeof(*count));
+		if (!key || !count || hashmap__add(f->stacks, key, count)) {
+			free(key);
+			free(count);
+			err = -ENOMEM;
+		} else {
+			*count = sample->period;
+		}
+	}
+out:
+	addr_location__exit(&al);
+	return err;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char * const *)a, *(const char * const *)b);
+}
+
+static void print_folded(struct hashmap *stacks)
+{
+	struct hashmap_entry *cur;
+	const char **keys;
+	size_t bkt, n = 0, i;
+
+	keys = calloc(hashmap__size(stacks) + 1, sizeof(*keys));
+	if (!keys)
+		return;
+	hashmap__for_each_entry(stacks, cur, bkt)
+		keys[n++] = cur->pkey;
+	qsort(keys, n, sizeof(*keys), cmp_str);
+	for (i = 0; i < n; i++) {
+		u64 *count = NULL;
+
+		hashmap__find(stacks, keys[i], &count);
+		printf("%s %" PRIu64 "\n", keys[i], count ? *count : 0);
+	}
+	free(keys);
+}
+
+static int bstack_folded(const char *path)
+{
+	struct bstack_folded f = { .stacks = NULL, };
+	struct perf_data data = { .path = path, .mode = PERF_DATA_MODE_READ, };
+	struct perf_session *session;
+	struct hashmap_entry *cur;
+	size_t bkt;
+	int err;
+
+	perf_tool__init(&f.tool, /*ordered_events=*/true);
+	f.tool.sample = folded_sample;
+	f.tool.mmap2 = perf_event__process_mmap2;
+	f.tool.mmap = perf_event__process_mmap;
+	f.tool.comm = perf_event__process_comm;
+	f.stacks = hashmap__new(folded_hash, folded_equal, NULL);
+	if (IS_ERR(f.stacks))
+		return -ENOMEM;
+	strbuf_init(&f.line, 256);
+
+	session = perf_session__new(&data, &f.tool);
+	if (IS_ERR(session)) {
+		err = PTR_ERR(session);
+		goto out;
+	}
+	symbol__init(&session->header.env);
+	err = perf_session__process_events(session);
+	if (!err)
+		print_folded(f.stacks);
+	perf_session__delete(session);
+out:
+	hashmap__for_each_entry(f.stacks, cur, bkt) {
+		free((void *)cur->pkey);
+		free(cur->pvalue);
+	}
+	hashmap__free(f.stacks);
+	strbuf_release(&f.line);
+	return err;
+}
+
 /* perf bstack report: perf report over the converted stacks */
 static int bstack_report(int argc, const char **argv)
 {
@@ -318,6 +477,11 @@ static int bstack_report(int argc, const char **argv)
 	fd = convert_to_temp(&sum, path, sizeof(path));
 	if (fd < 0)
 		return fd;
+
+	if (report_folded) {
+		ret = bstack_folded(path);
+		goto out;
+	}
 
 	if ((has_arg(argc, argv, "--stdio", NULL) || !isatty(STDOUT_FILENO)) &&
 	    !has_arg(argc, argv, "-q", "--quiet")) {
@@ -335,6 +499,10 @@ static int bstack_report(int argc, const char **argv)
 	rep_argv[i++] = path;
 	for (j = 0; j < argc; j++)
 		rep_argv[i++] = argv[j];
+	pr_debug("calling: perf");
+	for (j = 0; j < i; j++)
+		pr_debug(" %s", rep_argv[j]);
+	pr_debug("\n");
 	ret = cmd_report(i, rep_argv);
 	free(rep_argv);
 out:
@@ -413,6 +581,8 @@ int cmd_bstack(int argc, const char **argv)
 	};
 	const struct option report_options[] = {
 	OPT_STRING('i', "input", &input_name, "file", "input file name"),
+	OPT_BOOLEAN(0, "folded", &report_folded,
+		    "print FlameGraph collapsed stacks: comm;outer;...;leaf count"),
 	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
 	OPT_PARENT(bstack_options)
 	};

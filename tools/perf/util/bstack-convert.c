@@ -44,6 +44,10 @@
 #include "util/tool.h"
 #include "bpf_skel/bstack.h"
 
+#ifdef HAVE_DEBUGINFOD_SUPPORT
+#include <elfutils/debuginfod.h>
+#endif
+
 /*
  * Binaries are placed at synthetic addresses between user libraries and
  * executables: 4 GiB per build-id from 64 TiB up, an area the kernel does
@@ -199,7 +203,7 @@ static int write_with_id(struct bstack_conv *c, union perf_event *event, size_t 
 
 	size = PERF_ALIGN(size, sizeof(u64));
 	n = perf_event__synthesize_id_sample((void *)event + size, OUT_SAMPLE_TYPES, &id);
-	event->header.size = size + n * sizeof(u64);
+	event->header.size = size + n;	/* n is in bytes */
 	return write_out(c, event, event->header.size);
 }
 
@@ -236,6 +240,37 @@ static bool find_binary(struct dso *dso, u64 *size)
 	build_id__sprintf(dso__bid(dso), sbid);
 	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", sbid, sbid + 2);
 	return !access(path, R_OK);
+}
+
+/*
+ * A binary in no local cache, fetched by build-id from the debuginfod
+ * servers of DEBUGINFOD_URLS into the build-id cache, where perf finds it.
+ */
+static bool fetch_from_debuginfod(struct dso *dso __maybe_unused)
+{
+#ifdef HAVE_DEBUGINFOD_SUPPORT
+	char sbid[SBUILD_ID_SIZE], *path = NULL;
+	debuginfod_client *client;
+	int fd;
+
+	if (!getenv("DEBUGINFOD_URLS") || !*getenv("DEBUGINFOD_URLS"))
+		return false;
+	build_id__sprintf(dso__bid(dso), sbid);
+	client = debuginfod_begin();
+	if (!client)
+		return false;
+	pr_debug("bstack: fetching %s from debuginfod\n", sbid);
+	fd = debuginfod_find_executable(client, (const unsigned char *)sbid, 0, &path);
+	debuginfod_end(client);
+	if (fd < 0)
+		return false;
+	close(fd);
+	fd = build_id_cache__add_s(sbid, path, NULL, false, false);
+	free(path);
+	return fd == 0;
+#else
+	return false;
+#endif
 }
 
 static struct dso *dso_for_build_id(struct bstack_conv *c, const u8 *build_id)
@@ -289,6 +324,10 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 	slot->limit = SLOT_SIZE;
 	if (slot->dso) {
 		slot->available = find_binary(slot->dso, &size);
+		if (!slot->available && fetch_from_debuginfod(slot->dso)) {
+			c->sum->nr_fetched++;
+			slot->available = find_binary(slot->dso, &size);
+		}
 		if (size)
 			slot->limit = size;
 		dso__set_hit(slot->dso);
@@ -704,6 +743,22 @@ static void conv_free(struct bstack_conv *c)
 	free(c->event);
 }
 
+/* A file cut short (a killed perf, a full disk) is refused, not half read */
+static int check_size(struct perf_session *session, const char *input)
+{
+	struct perf_header *h = &session->header;
+	struct stat st;
+
+	if (fstat(perf_data__fd(session->data), &st) || !S_ISREG(st.st_mode))
+		return 0;
+	if (h->data_size && (u64)st.st_size < h->data_offset + h->data_size) {
+		pr_err("bstack: %s is truncated: %" PRIu64 " bytes, its header describes %"
+		       PRIu64 "\n", input, (u64)st.st_size, h->data_offset + h->data_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int bpf_bstack__convert(const char *input, const char *output, bool force,
 			struct bpf_bstack_summary *sum)
 {
@@ -739,9 +794,12 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	if (IS_ERR(c.session)) {
 		err = PTR_ERR(c.session);
 		c.session = NULL;
-		pr_err("bstack: cannot read %s\n", input);
+		pr_err("bstack: cannot read %s: not a perf.data file, or truncated\n", input);
 		goto out;
 	}
+	err = check_size(c.session, input);
+	if (err)
+		goto out;
 	if (data.is_pipe) {
 		pr_err("bstack: %s: reading bstack data from a pipe is not supported\n", input);
 		err = -EINVAL;
@@ -770,5 +828,7 @@ out:
 	conv_free(&c);
 	if (c.session)
 		perf_session__delete(c.session);
+	/* let the report that follows set up symbols with its own options */
+	symbol__exit();
 	return err;
 }

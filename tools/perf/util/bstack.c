@@ -290,12 +290,14 @@ bool bpf_bstack__is_event(struct evsel *evsel)
 }
 
 /*
- * perf record only marks the DSOs that sample->ip lands in, and bstack
- * samples have no IP: mark the DSO of every build-id a stack names, so it
- * goes into HEADER_BUILD_ID and the build-id cache.  The DSOs come from
- * the MMAP2 records (which carry build-ids) or from the maps of live
- * processes read while draining.  A file whose build-id changed since it
- * was mapped is not marked: the cache would get the wrong binary.
+ * perf marks the DSOs that sample->ip lands in, and bstack samples have no
+ * IP: mark the DSO of every build-id a stack names instead, so it goes into
+ * HEADER_BUILD_ID and the build-id cache (perf record), or counts as hit
+ * (perf buildid-list --with-hits, perf archive).  The DSOs come from the
+ * header, the MMAP2 records (which carry build-ids) or the maps of live
+ * processes read while draining.  With check_files, as when recording, a
+ * file whose build-id changed since it was mapped is not marked: the cache
+ * would get the wrong binary.
  */
 enum bid_state {
 	BID_MARKED = 1,
@@ -353,7 +355,7 @@ static bool dso_file_matches(struct dso *dso)
 	return ret > 0 && dso__build_id_equal(dso, &bid);
 }
 
-static int mark_build_id(struct machine *machine, const u8 *build_id)
+static int mark_build_id(struct machine *machine, const u8 *build_id, bool check_files)
 {
 	long key, state;
 	struct dso *dso;
@@ -365,7 +367,7 @@ static int mark_build_id(struct machine *machine, const u8 *build_id)
 	dso = bpf_bstack__find_dso(machine, build_id);
 	if (!dso) {
 		state = BID_UNSEEN;
-	} else if (dso__is_kcore(dso) || !dso_file_matches(dso)) {
+	} else if (check_files && (dso__is_kcore(dso) || !dso_file_matches(dso))) {
 		state = BID_CHANGED;
 	} else {
 		dso__set_hit(dso);
@@ -376,7 +378,7 @@ static int mark_build_id(struct machine *machine, const u8 *build_id)
 }
 
 int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
-			  struct perf_sample *sample)
+			  struct perf_sample *sample, bool check_files)
 {
 	struct bpf_bstack_rec_hdr *hdr;
 	struct bpf_bstack_rec_stack *stack;
@@ -419,7 +421,7 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 			continue;
 		if (i && !memcmp(f[i].build_id, f[i - 1].build_id, BUILD_ID_SIZE))
 			continue;
-		err = mark_build_id(machine, f[i].build_id);
+		err = mark_build_id(machine, f[i].build_id, check_files);
 	}
 out:
 	free(copy);
@@ -491,6 +493,9 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		fprintf(fp, "# bstack: %" PRIu64 " damaged records skipped, %" PRIu64
 			" counts of missing stacks, %" PRIu64 " samples without stacks\n",
 			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
+	if (s->nr_fetched)
+		fprintf(fp, "# bstack: %" PRIu64 " binaries fetched from debuginfod\n",
+			s->nr_fetched);
 	if (!s->missing)
 		return;
 	fprintf(fp, "# bstack: %u binaries found in no build-id cache (add them with\n"

@@ -119,7 +119,7 @@ const char *bpf_bstack__stat_name(int stat);
 bool bpf_bstack__is_event(struct evsel *evsel);
 struct dso *bpf_bstack__find_dso(struct machine *machine, const u8 *build_id);
 int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
-			  struct perf_sample *sample);
+			  struct perf_sample *sample, bool check_files);
 void bpf_bstack__mark_summary(void);
 
 /* What a report learns about a recording, shown above the report */
@@ -138,6 +138,7 @@ struct bpf_bstack_summary {
 	u64		nr_ip_resolved;		/* IP frames found in recorded maps */
 	u64		nr_bogus_frames;	/* VALID, but past the end of the file */
 	u64		nr_unknown_frames;
+	u64		nr_fetched;		/* binaries fetched from debuginfod */
 	struct strlist	*missing;		/* "build-id path" found in no cache */
 };
 

@@ -93,9 +93,13 @@ test_signal() {
 	echo "SIG$1 mid-run leaves a complete perf.data"
 	$perf bstack record -q -a -o "$tmp/sig.data" 2> "$tmp/sig.err" &
 	pid=$!
+	bstack_wait_for_file "$tmp/sig.data"
 	"$work" 1 "$child" "$lib"
 	kill -"$1" "$pid"
 	wait "$pid"
+	st=$?
+	# perf record ends with the signal that stopped it, once the file is complete
+	[ $st = $((128 + $(kill -l "$1"))) ] || fail "exit status $st after SIG$1"
 	perf report -D -i "$tmp/sig.data" > "$tmp/sig.dump" 2>&1 ||
 		fail "perf report -D after SIG$1"
 	grep -q 'PERF_RECORD_SAMPLE' "$tmp/sig.dump" || fail "no samples after SIG$1"

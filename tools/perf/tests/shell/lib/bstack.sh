@@ -62,3 +62,14 @@ bstack_sym_at_offset() {
 			END { print name ? name : "?" }'
 	}
 }
+
+# perf record installs its signal handlers before it creates its output:
+# wait for the file before signalling a recorder started in the background
+bstack_wait_for_file() {
+	for _ in $(seq 100); do
+		[ -e "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "$1 did not appear"
+	return 1
+}

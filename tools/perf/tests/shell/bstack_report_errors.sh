@@ -1,0 +1,117 @@
+#!/bin/bash
+# perf bstack report of damaged and foreign perf.data files (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+data=$tmp/perf.data
+
+cleanup() {
+	rm -rf "$tmp"
+	trap - EXIT TERM INT
+}
+trap cleanup EXIT TERM INT
+
+fail() {
+	echo "perf bstack report errors test [Failed: $*]"
+	err=1
+}
+
+bstack_build_workload "$tmp" || exit 1
+perf --buildid-dir "$tmp/cache" bstack record -q -o "$data" -- \
+	"$tmp/bstack_work" 1 "$tmp/bstack_child" "$tmp/libbstack_lib.so" || exit 1
+
+report() {
+	timeout 60 perf --buildid-dir "$tmp/cache" bstack report --stdio -i "$@" > "$tmp/out" 2>&1
+}
+
+# Overwrite the first payload header of type $2 (COUNT: 2) in a copy of the
+# recording: version $3, size $4
+damage() {
+	python3 - "$data" "$1" "$2" "$3" "$4" <<'PY'
+import struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+rtype, version, size = (int(a) for a in sys.argv[3:6])
+b = bytearray(open(src, 'rb').read())
+# a COUNT record is 80 bytes: version 1, type 2, size 80
+i = b.find(struct.pack('<HHI', 1, rtype, 80))
+if i < 0:
+    sys.exit(1)
+b[i:i + 8] = struct.pack('<HHI', version, rtype, size)
+open(dst, 'wb').write(b)
+PY
+}
+
+test_no_bstack() {
+	echo "a perf.data without bstack samples"
+	perf record -q -o "$tmp/plain.data" -e cpu-clock -- true 2> /dev/null
+	report "$tmp/plain.data" && fail "accepted"
+	grep -q 'has no bstack samples' "$tmp/out" || fail "message: $(head -2 "$tmp/out")"
+}
+
+test_missing() {
+	echo "a missing file"
+	report "$tmp/nonexistent.data" && fail "accepted"
+	[ -s "$tmp/out" ] || fail "no message"
+}
+
+test_truncated() {
+	echo "files cut in their data are rejected as truncated, never crash"
+	size=$(stat -c %s "$data")
+	for cut in 8 100 4096 $((size / 2)); do
+		head -c "$cut" "$data" > "$tmp/cut.data"
+		report "$tmp/cut.data"
+		st=$?
+		if [ $st = 124 ] || { [ $st -gt 128 ] && [ $st -lt 160 ]; }; then
+			fail "cut at $cut: exit $st (crash or hang)"
+		fi
+		[ $st = 0 ] && fail "cut at $cut: accepted"
+		if [ "$cut" -ge 4096 ]; then
+			grep -q 'is truncated' "$tmp/out" ||
+				fail "cut at $cut: $(head -1 "$tmp/out")"
+		else
+			[ -s "$tmp/out" ] || fail "cut at $cut: no message"
+		fi
+	done
+}
+
+test_cut_features() {
+	echo "a file cut in its header features still reads or fails cleanly"
+	head -c $(($(stat -c %s "$data") - 100)) "$data" > "$tmp/feat.data"
+	report "$tmp/feat.data"
+	st=$?
+	if [ $st = 124 ] || { [ $st -gt 128 ] && [ $st -lt 160 ]; }; then
+		fail "exit $st (crash or hang)"
+	fi
+}
+
+test_bad_version() {
+	echo "an unknown payload version is skipped and counted"
+	damage "$tmp/ver.data" 2 9 80 || { fail "no COUNT record found"; return; }
+	report "$tmp/ver.data" || fail "exit $?"
+	grep -q 'unknown payload version' "$tmp/out" || fail "no warning"
+	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "not counted"
+}
+
+test_bad_size() {
+	echo "a record whose size does not fit its contents is skipped and counted"
+	damage "$tmp/size.data" 2 1 88 || { fail "no COUNT record found"; return; }
+	report "$tmp/size.data" || fail "exit $?"
+	grep -q 'record size does not match' "$tmp/out" || fail "no warning"
+	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "not counted"
+}
+
+test_no_bstack
+test_missing
+test_truncated
+test_cut_features
+test_bad_version
+test_bad_size
+
+[ $err = 0 ] && echo "perf bstack report errors test [Success]"
+exit $err
