@@ -10,4 +10,4 @@ make -s -C "$top/tools/perf/tests/bstack" OUT="$out"
 cd "$out"
 "$top/perf" bstack record -o bstack.data -- \
 	./bstack_work 3 "$out/bstack_child" "$out/libbstack_lib.so"
-"$top/perf" bstack report -i bstack.data --stdio
+"$top/perf" bstack report -i bstack.data --stdio --no-children --percent-limit 2
