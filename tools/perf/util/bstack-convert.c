@@ -623,6 +623,8 @@ static void clear_features(struct perf_header *header)
 			perf_header__clear_feat(header, feat);
 	}
 	perf_header__set_feat(header, HEADER_BUILD_ID);
+	/* the first and last sample times, for perf report --time 10%/2 */
+	perf_header__set_feat(header, HEADER_SAMPLE_TIME);
 }
 
 static void set_event_name(struct bstack_conv *c)
@@ -682,9 +684,15 @@ static int write_output(struct bstack_conv *c, const char *output)
 
 	qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_first_ns);
 	for (i = 0; i < c->nr_counts && !c->err; i++) {
-		err = write_count(c, &c->counts[i]);
+		const struct bpf_bstack_rec_count *cnt = &c->counts[i];
+
+		err = write_count(c, cnt);
 		if (err)
 			goto out;
+		if (!c->evlist->first_sample_time || cnt->last_ns < c->evlist->first_sample_time)
+			c->evlist->first_sample_time = cnt->last_ns;
+		if (cnt->last_ns > c->evlist->last_sample_time)
+			c->evlist->last_sample_time = cnt->last_ns;
 	}
 	err = c->err;
 	if (err)

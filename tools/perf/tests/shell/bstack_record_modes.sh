@@ -89,6 +89,19 @@ test_stack_kinds() {
 	grep -q '^COUNT ' "$tmp/user.script" || fail "no samples on CPU 0"
 }
 
+test_full_maps() {
+	echo "full maps lose samples and stacks, counted per cause"
+	$perf bstack record --map-entries 2 --count-entries 4 -o "$tmp/full.data" -- \
+		"$work" 1 "$child" "$lib" 2> "$tmp/full.err" || { fail "record"; return; }
+	grep -qE 'lost [1-9][0-9]* samples \(counts map full\), [1-9][0-9]* user stacks \([1-9]' \
+		"$tmp/full.err" || fail "end-of-run line: $(grep lost "$tmp/full.err")"
+	stats=$(script "$tmp/full.data" | grep '^STATS ' | tail -n 1)
+	echo "$stats" | grep -qE ' 4=[1-9]' || fail "user stack map full not counted: $stats"
+	echo "$stats" | grep -qE ' 6=[1-9]' || fail "counts map full not counted: $stats"
+	perf bstack report -i "$tmp/full.data" --stdio 2> /dev/null |
+		grep -qE '^# bstack: lost [1-9]' || fail "report summary of losses"
+}
+
 test_signal() {
 	echo "SIG$1 mid-run leaves a complete perf.data"
 	$perf bstack record -q -a -o "$tmp/sig.data" 2> "$tmp/sig.err" &
@@ -138,6 +151,7 @@ test_interval
 test_no_mmap_tracking
 test_pid_target
 test_stack_kinds
+test_full_maps
 test_signal INT
 test_signal TERM
 test_errors

@@ -89,6 +89,18 @@ test_chains() {
 		fail "-g caller graph"
 }
 
+test_time() {
+	echo "--time selects by the times the counts carry"
+	for half in 0%-50% 50%-100%; do
+		report --stdio --no-children -g none --sort comm -q --time "$half" \
+			--comms bstack_child 2> /dev/null | grep -q bstack_child ||
+			fail "--time $half has no bstack_child samples"
+	done
+	n=$(report --stdio --no-children -g none --sort comm -q --time 1,2 2> /dev/null |
+		grep -c '%')
+	[ "$n" = 0 ] || fail "--time before the recording has $n entries"
+}
+
 test_agrees_with_perf_record() {
 	echo "the leaves' shares agree with perf record -g of the same run"
 	# shares among the workload's samples: the two recorders ran for different times
@@ -207,6 +219,7 @@ test_debuginfod() {
 
 test_resolution
 test_chains
+test_time
 test_agrees_with_perf_record
 test_tui
 test_inject
