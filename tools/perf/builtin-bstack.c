@@ -220,19 +220,10 @@ static int script_sample(const struct perf_tool *tool, union perf_event *event _
 	struct bstack_script *sc = container_of(tool, struct bstack_script, tool);
 	struct bpf_bstack_rec_hdr *hdr;
 	void *copy;
-	int err;
 
-	if (!bpf_bstack__is_event(evsel))
+	hdr = bpf_bstack__sample_record(evsel, sample, &copy, &sc->nr_damaged);
+	if (!hdr)
 		return 0;
-
-	err = bpf_bstack__decode(sample->raw_data, sample->raw_size, evsel->needs_swap,
-				 &hdr, &copy);
-	if (err) {
-		sc->nr_damaged++;
-		pr_warning("bstack: skipping a damaged record at time %" PRIu64 ": %s\n",
-			   sample->time, bpf_bstack__strerror(err));
-		return 0;
-	}
 	sc->nr_records++;
 	if (hdr->type == BPF_BSTACK_REC_STACK)
 		script_stack((void *)hdr);
@@ -534,10 +525,13 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_INCR('v', "verbose", &verbose, "be more verbose"),
 	OPT_END()
 	};
-	const struct option script_options[] = {
+	const struct option input_options[] = {
 	OPT_STRING('i', "input", &input_name, "file", "input file name"),
 	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
 	OPT_PARENT(bstack_options)
+	};
+	const struct option script_options[] = {
+	OPT_PARENT(input_options)
 	};
 	const struct option record_options[] = {
 	OPT_STRING('e', "event", &bpf_bstack__opts.event, "event",
@@ -580,18 +574,14 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_PARENT(bstack_options)
 	};
 	const struct option report_options[] = {
-	OPT_STRING('i', "input", &input_name, "file", "input file name"),
 	OPT_BOOLEAN(0, "folded", &report_folded,
 		    "print FlameGraph collapsed stacks: comm;outer;...;leaf count"),
-	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
-	OPT_PARENT(bstack_options)
+	OPT_PARENT(input_options)
 	};
 	const char *inject_output = NULL;
 	const struct option inject_options[] = {
-	OPT_STRING('i', "input", &input_name, "file", "input file name"),
 	OPT_STRING('o', "output", &inject_output, "file", "output file name"),
-	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
-	OPT_PARENT(bstack_options)
+	OPT_PARENT(input_options)
 	};
 	const char *const bstack_subcommands[] = { "record", "report", "script", "inject", NULL };
 	const char *bstack_usage[2] = { NULL, NULL };

@@ -164,17 +164,9 @@ static int read_sample(const struct perf_tool *tool, union perf_event *event __m
 	void *copy;
 	int err;
 
-	if (!bpf_bstack__is_event(evsel))
+	hdr = bpf_bstack__sample_record(evsel, sample, &copy, &c->sum->nr_damaged);
+	if (!hdr)
 		return 0;
-
-	err = bpf_bstack__decode(sample->raw_data, sample->raw_size, evsel->needs_swap,
-				 &hdr, &copy);
-	if (err) {
-		c->sum->nr_damaged++;
-		pr_warning("bstack: skipping a damaged record at time %" PRIu64 ": %s\n",
-			   sample->time, bpf_bstack__strerror(err));
-		return 0;
-	}
 	err = add_record(c, hdr);
 	free(copy);
 	return err;

@@ -284,6 +284,32 @@ const char *bpf_bstack__strerror(int err)
 	}
 }
 
+/*
+ * The bstack record of a sample, or NULL for samples of other events and
+ * for damaged records, which are warned about and counted in *nr_damaged.
+ */
+struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,
+						     struct perf_sample *sample,
+						     void **copy, u64 *nr_damaged)
+{
+	struct bpf_bstack_rec_hdr *hdr;
+	int err;
+
+	*copy = NULL;
+	if (!bpf_bstack__is_event(evsel))
+		return NULL;
+	err = bpf_bstack__decode(sample->raw_data, sample->raw_size, evsel->needs_swap,
+				 &hdr, copy);
+	if (err) {
+		if (nr_damaged)
+			(*nr_damaged)++;
+		pr_warning("bstack: skipping a damaged record at time %" PRIu64 ": %s\n",
+			   sample->time, bpf_bstack__strerror(err));
+		return NULL;
+	}
+	return hdr;
+}
+
 bool bpf_bstack__is_event(struct evsel *evsel)
 {
 	return evsel && evsel__name_is(evsel, BPF_BSTACK_EVENT);
@@ -384,17 +410,11 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 	struct bpf_bstack_rec_stack *stack;
 	struct bpf_bstack_frame *f;
 	void *copy;
+	int err = 0;
 	u32 i;
-	int err;
 
-	err = bpf_bstack__decode(sample->raw_data, sample->raw_size,
-				 evsel->needs_swap, &hdr, &copy);
-	if (err) {
-		pr_warning("bstack: skipping a damaged record: %s\n",
-			   bpf_bstack__strerror(err));
-		return 0;
-	}
-	if (hdr->type != BPF_BSTACK_REC_STACK)
+	hdr = bpf_bstack__sample_record(evsel, sample, &copy, NULL);
+	if (!hdr || hdr->type != BPF_BSTACK_REC_STACK)
 		goto out;
 
 	stack = (void *)hdr;

@@ -117,6 +117,9 @@ int bpf_bstack__decode(const void *raw, u32 raw_size, bool needs_swap,
 const char *bpf_bstack__strerror(int err);
 const char *bpf_bstack__stat_name(int stat);
 bool bpf_bstack__is_event(struct evsel *evsel);
+struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,
+						     struct perf_sample *sample,
+						     void **copy, u64 *nr_damaged);
 struct dso *bpf_bstack__find_dso(struct machine *machine, const u8 *build_id);
 int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 			  struct perf_sample *sample, bool check_files);

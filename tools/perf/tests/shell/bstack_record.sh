@@ -9,19 +9,9 @@ bstack_require_record
 
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack record test"
 cache=$tmp/cache
 data=$tmp/perf.data
-
-cleanup() {
-	rm -rf "$tmp"
-	trap - EXIT TERM INT
-}
-trap cleanup EXIT TERM INT
-
-fail() {
-	echo "perf bstack record test [Failed: $*]"
-	err=1
-}
 
 bstack_build_workload "$tmp" || exit 1
 work=$tmp/bstack_work

@@ -9,18 +9,8 @@ bstack_require_record
 
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack record modes test"
 chmod 755 "$tmp"
-
-cleanup() {
-	rm -rf "$tmp"
-	trap - EXIT TERM INT
-}
-trap cleanup EXIT TERM INT
-
-fail() {
-	echo "perf bstack record modes test [Failed: $*]"
-	err=1
-}
 
 bstack_build_workload "$tmp" || exit 1
 work=$tmp/bstack_work

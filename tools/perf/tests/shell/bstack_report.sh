@@ -9,22 +9,15 @@ bstack_require_record
 
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack report test"
 bin=$tmp/bin
 cache=$tmp/cache
 data=$tmp/perf.data
 dpid=
 
-cleanup() {
+bstack_test_cleanup() {
 	[ -n "$dpid" ] && kill "$dpid" 2> /dev/null
 	tmux -L "bstack$$" kill-server 2> /dev/null
-	rm -rf "$tmp"
-	trap - EXIT TERM INT
-}
-trap cleanup EXIT TERM INT
-
-fail() {
-	echo "perf bstack report test [Failed: $*]"
-	err=1
 }
 
 mkdir -p "$bin"

@@ -9,18 +9,8 @@ bstack_require_record
 
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack report errors test"
 data=$tmp/perf.data
-
-cleanup() {
-	rm -rf "$tmp"
-	trap - EXIT TERM INT
-}
-trap cleanup EXIT TERM INT
-
-fail() {
-	echo "perf bstack report errors test [Failed: $*]"
-	err=1
-}
 
 bstack_build_workload "$tmp" || exit 1
 perf --buildid-dir "$tmp/cache" bstack record -q -o "$data" -- \

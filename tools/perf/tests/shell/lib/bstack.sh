@@ -73,3 +73,23 @@ bstack_wait_for_file() {
 	echo "$1 did not appear"
 	return 1
 }
+
+# Start a test named $1 whose private temporary directory is $tmp: it is
+# removed at exit, after bstack_test_cleanup if the test defines one
+bstack_start_test() {
+	bstack_test_name=$1
+	trap bstack_end_test EXIT TERM INT
+}
+
+bstack_end_test() {
+	if command -v bstack_test_cleanup > /dev/null; then
+		bstack_test_cleanup
+	fi
+	rm -rf "$tmp"
+	trap - EXIT TERM INT
+}
+
+fail() {
+	echo "$bstack_test_name [Failed: $*]"
+	err=1
+}
