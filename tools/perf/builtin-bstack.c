@@ -173,11 +173,12 @@ static void script_stack(struct bpf_bstack_rec_stack *stack)
 	u32 i;
 
 	printf("STACK %016" PRIx64 " %s %u\n", stack->id,
-	       stack->kind == BPF_BSTACK_STACK_USER ? "user" : "kernel", stack->nr);
+	       stack->kind == BPF_BSTACK_STACK_USER ? "user" :
+	       stack->kind == BPF_BSTACK_STACK_USER_IP ? "user-ip" : "kernel", stack->nr);
 	for (i = 0; i < stack->nr; i++) {
 		struct bpf_bstack_frame *f = &bpf_bstack__user_frames(stack)[i];
 
-		if (stack->kind == BPF_BSTACK_STACK_KERNEL) {
+		if (stack->kind != BPF_BSTACK_STACK_USER) {
 			printf("  IP %#" PRIx64 "\n", bpf_bstack__kernel_ips(stack)[i]);
 			continue;
 		}
@@ -568,6 +569,9 @@ int cmd_bstack(int argc, const char **argv)
 		     "drain the BPF maps into perf.data every this many ms"),
 	OPT_BOOLEAN(0, "no-mmap-tracking", &bpf_bstack__opts.no_mmap_tracking,
 		    "record no mmap/comm/task events: learn paths from live processes"),
+	OPT_BOOLEAN_FLAG(0, "ip-stacks", &bpf_bstack__opts.ip_stacks,
+			 "user stacks as raw IPs, no build-ids: the cost floor for benchmarks",
+			 PARSE_OPT_HIDDEN),
 	OPT_BOOLEAN('N', "no-buildid-cache", &rec_args.no_buildid_cache,
 		    "do not copy the binaries into the build-id cache"),
 	OPT_BOOLEAN('q', "quiet", &rec_args.quiet, "don't print any message"),

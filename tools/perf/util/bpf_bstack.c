@@ -241,6 +241,7 @@ static int set_max_stack(void)
 	bpf_map__set_value_size(skel->maps.bstack_user_stacks,
 				max * sizeof(struct bpf_stack_build_id));
 	bpf_map__set_value_size(skel->maps.bstack_kern_stacks, max * sizeof(u64));
+	bpf_map__set_value_size(skel->maps.bstack_user_ip_stacks, max * sizeof(u64));
 	return 0;
 }
 
@@ -317,9 +318,11 @@ static int config_skel(struct target *target)
 		return err;
 
 	skel->data->user_stack = !o->kernel_only;
+	skel->data->user_build_id = !o->ip_stacks;
 	skel->data->kern_stack = !o->user_only;
 	bpf_map__set_max_entries(skel->maps.bstack_user_stacks, o->map_entries);
 	bpf_map__set_max_entries(skel->maps.bstack_kern_stacks, o->map_entries);
+	bpf_map__set_max_entries(skel->maps.bstack_user_ip_stacks, o->map_entries);
 	bpf_map__set_max_entries(skel->maps.bstack_counts0, o->count_entries);
 	bpf_map__set_max_entries(skel->maps.bstack_counts1, o->count_entries);
 
@@ -560,8 +563,9 @@ static u32 kern_stack_depth(const u64 *ip, u32 max)
 static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 {
 	struct bpf_bstack_rec_stack *rec = (void *)w->payload;
-	struct bpf_map *map = kind == BPF_BSTACK_STACK_USER ?
-			      skel->maps.bstack_user_stacks : skel->maps.bstack_kern_stacks;
+	struct bpf_map *map = kind == BPF_BSTACK_STACK_USER ? skel->maps.bstack_user_stacks :
+			      kind == BPF_BSTACK_STACK_USER_IP ? skel->maps.bstack_user_ip_stacks :
+			      skel->maps.bstack_kern_stacks;
 	u32 max = skel->data->max_frames, nr;
 	int err;
 
@@ -575,6 +579,9 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 	}
 	if (kind == BPF_BSTACK_STACK_USER) {
 		nr = user_stack_depth((void *)(rec + 1), max);
+		nr_user_stacks++;
+	} else if (kind == BPF_BSTACK_STACK_USER_IP) {
+		nr = kern_stack_depth((void *)(rec + 1), max);
 		nr_user_stacks++;
 	} else {
 		nr = kern_stack_depth((void *)(rec + 1), max);
@@ -667,12 +674,13 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	struct bpf_bstack_rec_count *rec = (void *)w->payload;
 	int err;
 
-	if (bpf_bstack__opts.no_mmap_tracking && key->user_stack &&
+	if (bpf_bstack__opts.no_mmap_tracking && !bpf_bstack__opts.ip_stacks && key->user_stack &&
 	    !hashmap__find(written, key->user_stack, NULL) &&
 	    stack_needs_harvest(key->user_stack))
 		harvest_maps(&w->session->machines.host, key->pid);
 
-	err = write_stack(w, key->user_stack, BPF_BSTACK_STACK_USER);
+	err = write_stack(w, key->user_stack, bpf_bstack__opts.ip_stacks ?
+			  BPF_BSTACK_STACK_USER_IP : BPF_BSTACK_STACK_USER);
 	if (!err)
 		err = write_stack(w, key->kern_stack, BPF_BSTACK_STACK_KERNEL);
 	if (err)
@@ -818,6 +826,7 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 	if (!err && !final) {
 		forget_written_stacks(skel->maps.bstack_user_stacks);
 		forget_written_stacks(skel->maps.bstack_kern_stacks);
+		forget_written_stacks(skel->maps.bstack_user_ip_stacks);
 	}
 	if (err)
 		pr_err("perf bstack: draining the BPF maps failed: %s\n", strerror(-err));

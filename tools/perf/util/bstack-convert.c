@@ -125,7 +125,7 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 			free(stack);	/* a stack written twice: keep the first */
 			return 0;
 		}
-		if (stack->kind == BPF_BSTACK_STACK_USER)
+		if (stack->kind != BPF_BSTACK_STACK_KERNEL)
 			sum->nr_user_stacks++;
 		else
 			sum->nr_kern_stacks++;
@@ -460,7 +460,9 @@ static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u3
 
 	if (!id)
 		return NULL;
-	if (!hashmap__find(c->stacks, id, &stack) || stack->kind != kind) {
+	if (!hashmap__find(c->stacks, id, &stack) ||
+	    (stack->kind != kind &&
+	     !(kind == BPF_BSTACK_STACK_USER && stack->kind == BPF_BSTACK_STACK_USER_IP))) {
 		c->sum->nr_missing_stacks++;
 		return NULL;
 	}
@@ -499,8 +501,16 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	}
 	if (ustack) {
 		c->chain[n++] = PERF_CONTEXT_USER;
-		for (i = 0; i < ustack->nr; i++)
-			c->chain[n++] = user_frame_ip(c, cnt, &bpf_bstack__user_frames(ustack)[i]);
+		for (i = 0; i < ustack->nr; i++) {
+			struct bpf_bstack_frame ip_frame = { .status = BPF_STACK_BUILD_ID_IP, };
+			const struct bpf_bstack_frame *f = &ip_frame;
+
+			if (ustack->kind == BPF_BSTACK_STACK_USER)
+				f = &bpf_bstack__user_frames(ustack)[i];
+			else
+				ip_frame.offset = bpf_bstack__kernel_ips(ustack)[i];
+			c->chain[n++] = user_frame_ip(c, cnt, f);
+		}
 	}
 	c->chain[0] = n - 1;
 	sample.callchain = (struct ip_callchain *)c->chain;
@@ -776,8 +786,8 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	c.tool.mmap	= perf_event__process_mmap;
 	c.tool.mmap2	= perf_event__process_mmap2;
 	c.tool.comm	= perf_event__process_comm;
+	/* no exit handler: exited tasks keep their maps, for IP-fallback frames */
 	c.tool.fork	= perf_event__process_fork;
-	c.tool.exit	= perf_event__process_exit;
 	c.tool.build_id	= perf_event__process_build_id;
 
 	c.stacks = hashmap__new(u64_hash, u64_equal, NULL);

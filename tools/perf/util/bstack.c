@@ -67,6 +67,7 @@ static size_t frame_size(u32 kind)
 	case BPF_BSTACK_STACK_USER:
 		return sizeof(struct bpf_bstack_frame);
 	case BPF_BSTACK_STACK_KERNEL:
+	case BPF_BSTACK_STACK_USER_IP:
 		return sizeof(u64);
 	default:
 		return 0;
@@ -123,7 +124,7 @@ static void swap_stack(struct bpf_bstack_rec_stack *stack, bool to_host)
 	if (bpf_bstack__stack_size(kind, nr) > stack->hdr.size)
 		return;		/* left for bpf_bstack__decode() to reject */
 
-	if (kind == BPF_BSTACK_STACK_KERNEL) {
+	if (kind == BPF_BSTACK_STACK_KERNEL || kind == BPF_BSTACK_STACK_USER_IP) {
 		swap_u64s(bpf_bstack__kernel_ips(stack), nr);
 	} else if (kind == BPF_BSTACK_STACK_USER) {
 		struct bpf_bstack_frame *f = bpf_bstack__user_frames(stack);

@@ -53,6 +53,7 @@ enum bpf_bstack_rec_type {
 enum bpf_bstack_stack_kind {
 	BPF_BSTACK_STACK_USER	= 1,	/* struct bpf_bstack_frame[] */
 	BPF_BSTACK_STACK_KERNEL	= 2,	/* u64 ip[] */
+	BPF_BSTACK_STACK_USER_IP = 3,	/* u64 ip[]: user stack without build-ids */
 };
 
 /* the kernel's struct bpf_stack_build_id, spelled out for the file format */
@@ -164,6 +165,7 @@ struct bpf_bstack_opts {
 	bool		user_only;
 	bool		kernel_only;
 	bool		no_mmap_tracking;
+	bool		ip_stacks;	/* bench: user stacks as IPs, the cost floor */
 	unsigned int	interval_ms;
 };
 

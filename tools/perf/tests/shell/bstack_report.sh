@@ -94,6 +94,18 @@ test_time() {
 	[ "$n" = 0 ] || fail "--time before the recording has $n entries"
 }
 
+# --ip-stacks (a benchmark option) records every user frame as an IP, as
+# the kernel's fallback does: they resolve through the recorded maps
+test_ip_frames() {
+	echo "IP frames resolve through the recorded maps"
+	perf --buildid-dir "$cache" bstack record -q --ip-stacks -o "$tmp/ip.data" -- \
+		"$work" 1 "$child" "$lib" || { fail "record --ip-stacks"; return; }
+	BSTACK_DATA=$tmp/ip.data flat > "$tmp/ip.txt"
+	expect_functions "$tmp/ip.txt" "IP frames"
+	grep -qE '^# bstack: user frames: 0.0% with build-id, 100.0% as IP \([1-9]' "$tmp/ip.txt" ||
+		fail "summary of IP frames: $(grep 'user frames' "$tmp/ip.txt")"
+}
+
 test_agrees_with_perf_record() {
 	echo "the leaves' shares agree with perf record -g of the same run"
 	# shares among the workload's samples: the two recorders ran for different times
@@ -213,6 +225,7 @@ test_debuginfod() {
 test_resolution
 test_chains
 test_time
+test_ip_frames
 test_agrees_with_perf_record
 test_tui
 test_inject

@@ -35,6 +35,15 @@ struct {
 	__uint(max_entries, 1);
 } bstack_kern_stacks SEC(".maps");
 
+/* user stacks as raw IPs, with --ip-stacks (the cost floor of bench/) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct bpf_bstack_kern_stack);
+	__uint(max_entries, 1);
+} bstack_user_ip_stacks SEC(".maps");
+
 /* two count maps, so that a periodic drain reads one while BPF fills the other */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -91,6 +100,7 @@ int has_uid;
 __u32 filter_uid;
 int user_stack = 1;
 int kern_stack = 1;
+int user_build_id = 1;
 __u32 max_frames = BPF_BSTACK_MAX_STACK;
 
 /*
@@ -188,7 +198,10 @@ static __always_inline __u64 store_user_stack(void *ctx, struct bpf_bstack_stats
 	return h;
 }
 
-static __always_inline __u64 store_kern_stack(void *ctx, struct bpf_bstack_stats *stats)
+/* a stack of IPs: the kernel's, or the user's with --ip-stacks */
+static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *stats,
+					    void *map, __u64 flags, int err_stat,
+					    int full_stat)
 {
 	__u32 zero = 0;
 	struct bpf_bstack_kern_stack *buf;
@@ -200,11 +213,11 @@ static __always_inline __u64 store_kern_stack(void *ctx, struct bpf_bstack_stats
 	if (!buf)
 		return 0;
 
-	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->ip[0])), 0);
+	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->ip[0])), flags);
 	if (len == -EFAULT || len == 0)
 		return 0;
 	if (len < 0) {
-		stat_inc(stats, BPF_BSTACK_STAT_KERN_ERR, 1);
+		stat_inc(stats, err_stat, 1);
 		return 0;
 	}
 
@@ -216,9 +229,9 @@ static __always_inline __u64 store_kern_stack(void *ctx, struct bpf_bstack_stats
 	}
 	h = hash_final(hash_word(h, nr));
 
-	err = bpf_map_update_elem(&bstack_kern_stacks, &h, buf, BPF_NOEXIST);
+	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
-		stat_inc(stats, BPF_BSTACK_STAT_KERN_FULL, 1);
+		stat_inc(stats, full_stat, 1);
 		return 0;
 	}
 	return h;
@@ -272,10 +285,16 @@ int on_sample(void *ctx)
 	key.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
 
-	if (user_stack)
+	if (user_stack && user_build_id)
 		key.user_stack = store_user_stack(ctx, stats);
+	else if (user_stack)
+		key.user_stack = store_ip_stack(ctx, stats, &bstack_user_ip_stacks,
+						BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
+						BPF_BSTACK_STAT_USER_FULL);
 	if (kern_stack)
-		key.kern_stack = store_kern_stack(ctx, stats);
+		key.kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks, 0,
+						BPF_BSTACK_STAT_KERN_ERR,
+						BPF_BSTACK_STAT_KERN_FULL);
 
 	if (active_counts)
 		count_sample(&bstack_counts1, &key, stats);
