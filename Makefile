@@ -7,6 +7,10 @@
 #   make check    build, run the bstack perf tests and checkpatch
 #   make demo     record and report the bundled workload
 #   make series   write the work as a git format-patch series (build/series)
+#   make bench    benchmarks into bench/RESULTS.md
+#   make asan     perf with ASan+UBSan in build/perf-asan, and the bstack tests on it
+#   make fuzz     libFuzzer on the payload decoder, 10,000 mutated files under ASan
+#   make stress   10 minutes of --interval over churn: memory must stay bounded
 
 BUILD     := $(CURDIR)/build
 PERF_OUT  := $(BUILD)/perf
@@ -33,6 +37,26 @@ perf: tree
 check: perf
 	@scripts/check.sh
 
+ASAN_OUT   := $(BUILD)/perf-asan
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+
+asan-build: tree
+	@mkdir -p $(ASAN_OUT)
+	@$(MAKE) --no-print-directory -C $(BUILD)/linux/tools/perf O=$(ASAN_OUT) $(PERF_MAKE) \
+		DEBUG=1 EXTRA_CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
+		-j$(JOBS) >$(BUILD)/perf-asan-build.log 2>&1 || \
+		{ tail -n 40 $(BUILD)/perf-asan-build.log; \
+		  echo "error: ASan perf build failed, see build/perf-asan-build.log" >&2; exit 1; }
+	@echo "  PERF    build/perf-asan/perf (ASan, UBSan)"
+
+asan: asan-build
+	@PERF_BUILD=$(ASAN_OUT) scripts/check.sh --tests-only
+
+fuzz: perf asan-build
+	@scripts/fuzz.sh $${FUZZ_SECONDS:-600}
+	@PERF_BUILD=$(ASAN_OUT) BSTACK_FUZZ_COUNT=$${FUZZ_COUNT:-10000} \
+		scripts/check.sh --tests-only --only 'survives mutated'
+
 demo: perf
 	@scripts/demo.sh
 
@@ -42,4 +66,15 @@ series: tree
 clean:
 	rm -rf $(BUILD) perf
 
-.PHONY: all deps tree perf check demo series clean
+.PHONY: all deps tree perf check asan-build asan fuzz demo series clean
+
+bench: perf
+	@python3 bench/run.py
+
+stress: perf
+	@python3 bench/stress.py --seconds $${STRESS_SECONDS:-600}
+
+bench-smoke: perf
+	@python3 bench/run.py --smoke --out $(BUILD)/RESULTS-smoke.md
+
+.PHONY: bench bench-smoke stress

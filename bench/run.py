@@ -343,7 +343,10 @@ def write_results(opts, sizes, repeats, results, exit_times, rep_b, rep_g,
     target("≥ 0.95× the samples perf record -a takes of the churn target",
            "%d / %d = %s" % (n_b, n_a, fmt_ratio(x)), x is not None and x >= 0.95)
     w("")
-    open(opts.out, "w").write("\n".join(out) + "\n")
+    # keep the results of bench/stress.py
+    old = open(opts.out).read() if os.path.exists(opts.out) else ""
+    stress = old[old.index("## Stress"):] if "## Stress" in old else ""
+    open(opts.out, "w").write("\n".join(out) + "\n" + ("\n" + stress if stress else ""))
     print("bench: wrote %s" % opts.out)
 
 

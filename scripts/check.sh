@@ -8,6 +8,18 @@ set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
+# --tests-only: the perf tests alone (make asan, make fuzz); --only PATTERN:
+# the perf tests matching it.  PERF_BUILD: the perf build to test.
+perf_build=${PERF_BUILD:-$build/perf}
+tests_only=
+pattern=bstack
+while [ $# -gt 0 ]; do
+	case $1 in
+	--tests-only) tests_only=1 ;;
+	--only) pattern=$2; shift ;;
+	esac
+	shift
+done
 log=$build/check.log
 pass=0
 fail=0
@@ -18,10 +30,10 @@ skip=0
 # perf test looks for tools/perf/tests/shell below the current directory,
 # and the shell tests run the perf in PATH
 cd "$build/linux" || exit 1
-PATH=$build/perf:$PATH
-PERF_EXEC_PATH=$build/perf	# perf archive and other script commands
+PATH=$perf_build:$PATH
+PERF_EXEC_PATH=$perf_build	# perf archive and other script commands
 export PATH PERF_EXEC_PATH
-"$build/perf/perf" test -v bstack > "$build/perf-test.log" 2>&1
+"$perf_build/perf" test -v "$pattern" > "$build/perf-test.log" 2>&1
 cat "$build/perf-test.log" >> "$log"
 results=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$build/perf-test.log")
 echo "$results"
@@ -31,6 +43,12 @@ skip=$(echo "$results" | grep -c ': Skip')
 if [ -z "$results" ]; then
 	echo "error: perf test ran no bstack test, see build/perf-test.log"
 	fail=$((fail + 1))
+fi
+
+if [ -n "$tests_only" ]; then
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
 fi
 
 cd "$top" || exit 1
@@ -44,6 +62,26 @@ for f in $(find tools kernel -name '*.[ch]' 2>/dev/null | sort); do
 		fail=$((fail + 1))
 	fi
 done
+
+# bench/ works and writes every row; a smoke run, not a timed test
+smoke=$build/RESULTS-smoke.md
+if out=$(python3 "$top/bench/run.py" --smoke --out "$smoke" 2>&1) &&
+   [ "$(grep -cE '^\| (cpu|churn|dlopen|threads) \| ' "$smoke")" = 24 ] &&
+   [ "$(sed -n '/^## Targets/,$p' "$smoke" | grep -cE '^\| [^-|t]')" = 9 ]; then
+	pass=$((pass + 1))
+else
+	echo "bench smoke run failed: $out"
+	fail=$((fail + 1))
+fi
+
+# the payload decoder under libFuzzer, ASan and UBSan, briefly
+if out=$("$top/scripts/fuzz.sh" 15 2>&1) && echo "$out" | grep -q '^Done [0-9]* runs'; then
+	pass=$((pass + 1))
+else
+	echo "fuzzing the payload decoder failed:"
+	echo "$out" | tail -n 20
+	fail=$((fail + 1))
+fi
 
 # the series as it would be posted: applies with git am, checkpatch-clean
 if out=$("$top/scripts/make-series.sh" 2>&1); then

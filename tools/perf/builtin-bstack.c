@@ -73,7 +73,7 @@ static const char * const bstack_inject_usage[] = {
 };
 
 static const char * const bstack_report_usage[] = {
-	"perf bstack report [<options>]",
+	"perf bstack report [<options>] [<perf report options>]",
 	NULL
 };
 

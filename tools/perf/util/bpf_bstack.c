@@ -842,6 +842,24 @@ static double percent(u64 part, u64 total)
 	return total ? 100.0 * part / total : 0.0;
 }
 
+/* with kernel.bpf_stats_enabled=1, what the sampling program cost */
+static void print_prog_stats(void)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+
+	if (bpf_prog_get_info_by_fd(bpf_program__fd(skel->progs.on_sample), &info, &len) ||
+	    !info.run_cnt)
+		return;
+	/* runs include samples of tasks the filter rejected */
+	fprintf(stderr,
+		"[ perf bstack: BPF program ran %llu times, %llu ns per run, %llu ns per sample taken ]\n",
+		(unsigned long long)info.run_cnt,
+		(unsigned long long)(info.run_time_ns / info.run_cnt),
+		(unsigned long long)(info.run_time_ns /
+				     max(last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL)));
+}
+
 static void print_summary(void)
 {
 	u64 s[BPF_BSTACK_STAT_MAX], lost_samples, lost_user;
@@ -871,6 +889,7 @@ static void print_summary(void)
 			"[ perf bstack: %" PRIu64
 			" stacks vanished from the map before they were written ]\n",
 			nr_missing_stacks);
+	print_prog_stats();
 	if (bpf_bstack__opts.no_mmap_tracking)
 		fprintf(stderr,
 			"[ perf bstack: no mmap tracking: binaries of processes that exited before a drain are left to the build-id cache and debuginfod ]\n");

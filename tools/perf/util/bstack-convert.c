@@ -274,6 +274,9 @@ static struct dso *dso_for_build_id(struct bstack_conv *c, const u8 *build_id)
 	char *orig;
 
 	dso = bpf_bstack__find_dso(machine, build_id);
+	/* a user frame never lies in the kernel: a damaged or hostile file */
+	if (dso && dso__kernel(dso) != DSO_SPACE__USER)
+		return NULL;
 	if (dso)
 		return dso__get(dso);
 
@@ -354,7 +357,7 @@ static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid)
 	if (hashmap__add(c->mapped, key, 1))
 		return -ENOMEM;
 
-	name = slot->dso ? dso__long_name(slot->dso) : "[unknown]";
+	name = dso__long_name(slot->dso);
 	memset(mm, 0, sizeof(*mm));
 	mm->header.type = PERF_RECORD_MMAP2;
 	mm->header.misc = PERF_RECORD_MISC_USER | PERF_RECORD_MISC_MMAP_BUILD_ID;
@@ -440,7 +443,7 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 			return f->offset;
 		}
 	}
-	if (!slot) {
+	if (!slot || !slot->dso) {
 		sum->nr_unknown_frames++;
 		return UNKNOWN_IP;
 	}
@@ -761,6 +764,12 @@ static int check_size(struct perf_session *session, const char *input)
 
 	if (fstat(perf_data__fd(session->data), &st) || !S_ISREG(st.st_mode))
 		return 0;
+	if (!h->data_size) {
+		/* perf record writes the data size last: it was killed, or the disk was full */
+		pr_err("bstack: %s is truncated: perf record did not finish it (killed, or out of disk space)\n",
+		       input);
+		return -EINVAL;
+	}
 	if (h->data_size && (u64)st.st_size < h->data_offset + h->data_size) {
 		pr_err("bstack: %s is truncated: %" PRIu64 " bytes, its header describes %"
 		       PRIu64 "\n", input, (u64)st.st_size, h->data_offset + h->data_size);

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The perf bstack payload: encoding helpers, validation, byte swapping,
- * and the build-id bookkeeping perf record needs for bstack samples.
+ * perf bstack: decoding the records of samples, the build-id bookkeeping
+ * of the binaries they name, and the summary shown above reports.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <byteswap.h>
 #include <linux/bpf.h>
 #include <linux/kernel.h>
 #include <linux/err.h>
@@ -29,11 +28,6 @@
 #include "util/symbol.h"
 #include "bpf_skel/bstack.h"
 
-static_assert(sizeof(struct bpf_bstack_frame) == sizeof(struct bpf_stack_build_id),
-	      "bstack frames must have the kernel's layout");
-static_assert(sizeof(struct bpf_bstack_rec_stack) % sizeof(u64) == 0, "aligned");
-static_assert(sizeof(struct bpf_bstack_rec_count) % sizeof(u64) == 0, "aligned");
-
 struct bpf_bstack_opts bpf_bstack__opts = {
 	.event		= "cpu-clock",
 	.freq		= 99,
@@ -41,249 +35,6 @@ struct bpf_bstack_opts bpf_bstack__opts = {
 	.map_entries	= 16384,
 	.count_entries	= 65536,
 };
-
-static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
-	[BPF_BSTACK_STAT_SAMPLES]	 = "samples",
-	[BPF_BSTACK_STAT_USER_NONE]	 = "samples without user stack",
-	[BPF_BSTACK_STAT_USER_ERR]	 = "user stacks lost (bpf_get_stack failed)",
-	[BPF_BSTACK_STAT_KERN_ERR]	 = "kernel stacks lost (bpf_get_stack failed)",
-	[BPF_BSTACK_STAT_USER_FULL]	 = "user stacks lost (stack map full)",
-	[BPF_BSTACK_STAT_KERN_FULL]	 = "kernel stacks lost (stack map full)",
-	[BPF_BSTACK_STAT_COUNTS_FULL]	 = "samples lost (counts map full)",
-	[BPF_BSTACK_STAT_USER_FRAMES]	 = "user frames",
-	[BPF_BSTACK_STAT_USER_IP_FRAMES] = "user frames as IP (no build-id)",
-};
-
-const char *bpf_bstack__stat_name(int stat)
-{
-	if (stat < 0 || stat >= BPF_BSTACK_STAT_MAX)
-		return "unknown counter";
-	return stat_names[stat];
-}
-
-static size_t frame_size(u32 kind)
-{
-	switch (kind) {
-	case BPF_BSTACK_STACK_USER:
-		return sizeof(struct bpf_bstack_frame);
-	case BPF_BSTACK_STACK_KERNEL:
-	case BPF_BSTACK_STACK_USER_IP:
-		return sizeof(u64);
-	default:
-		return 0;
-	}
-}
-
-size_t bpf_bstack__stack_size(u32 kind, u32 nr)
-{
-	return sizeof(struct bpf_bstack_rec_stack) + frame_size(kind) * nr;
-}
-
-size_t bpf_bstack__stats_size(u32 nr)
-{
-	return sizeof(struct bpf_bstack_rec_stats) + nr * sizeof(u64);
-}
-
-void bpf_bstack__init_hdr(struct bpf_bstack_rec_hdr *hdr, u16 type, u32 size)
-{
-	hdr->version = BPF_BSTACK_PAYLOAD_VERSION;
-	hdr->type = type;
-	hdr->size = size;
-}
-
-static void swap_hdr(struct bpf_bstack_rec_hdr *hdr)
-{
-	hdr->version = bswap_16(hdr->version);
-	hdr->type = bswap_16(hdr->type);
-	hdr->size = bswap_32(hdr->size);
-}
-
-static void swap_u64s(u64 *p, size_t n)
-{
-	while (n--) {
-		*p = bswap_64(*p);
-		p++;
-	}
-}
-
-static void swap_stack(struct bpf_bstack_rec_stack *stack, bool to_host)
-{
-	u32 kind, nr, i;
-
-	if (!to_host) {
-		kind = stack->kind;
-		nr = stack->nr;
-	}
-	stack->id = bswap_64(stack->id);
-	stack->kind = bswap_32(stack->kind);
-	stack->nr = bswap_32(stack->nr);
-	if (to_host) {
-		kind = stack->kind;
-		nr = stack->nr;
-	}
-	if (bpf_bstack__stack_size(kind, nr) > stack->hdr.size)
-		return;		/* left for bpf_bstack__decode() to reject */
-
-	if (kind == BPF_BSTACK_STACK_KERNEL || kind == BPF_BSTACK_STACK_USER_IP) {
-		swap_u64s(bpf_bstack__kernel_ips(stack), nr);
-	} else if (kind == BPF_BSTACK_STACK_USER) {
-		struct bpf_bstack_frame *f = bpf_bstack__user_frames(stack);
-
-		for (i = 0; i < nr; i++) {
-			f[i].status = bswap_32(f[i].status);
-			f[i].offset = bswap_64(f[i].offset);
-		}
-	}
-}
-
-static void swap_count(struct bpf_bstack_rec_count *c)
-{
-	swap_u64s(&c->user_stack, 5);
-	c->pid = bswap_32(c->pid);
-	c->tid = bswap_32(c->tid);
-	c->cpu = bswap_32(c->cpu);
-	c->reserved = bswap_32(c->reserved);
-}
-
-static void swap_stats(struct bpf_bstack_rec_stats *s, bool to_host)
-{
-	u32 nr = s->nr;
-
-	s->nr = bswap_32(s->nr);
-	s->reserved = bswap_32(s->reserved);
-	if (to_host)
-		nr = s->nr;
-	if (bpf_bstack__stats_size(nr) <= s->hdr.size)
-		swap_u64s(s->stat, nr);
-}
-
-/*
- * Swap a record between the recording machine's byte order and ours.
- * The header tells how much there is, so it is read in host order: after
- * swapping when coming from a file (to_host), before when going to one.
- * Sizes are checked against the header's size, not trusted.
- */
-void bpf_bstack__swap(void *rec, bool to_host)
-{
-	struct bpf_bstack_rec_hdr *hdr = rec;
-	u16 type;
-	u32 size;
-
-	if (to_host)
-		swap_hdr(hdr);
-	type = hdr->type;
-	size = hdr->size;
-
-	if (type == BPF_BSTACK_REC_STACK && size >= sizeof(struct bpf_bstack_rec_stack))
-		swap_stack(rec, to_host);
-	else if (type == BPF_BSTACK_REC_COUNT && size >= sizeof(struct bpf_bstack_rec_count))
-		swap_count(rec);
-	else if (type == BPF_BSTACK_REC_STATS && size >= sizeof(struct bpf_bstack_rec_stats))
-		swap_stats(rec, to_host);
-
-	if (!to_host)
-		swap_hdr(hdr);
-}
-
-static int check_stack(const struct bpf_bstack_rec_stack *stack)
-{
-	if (stack->hdr.size < sizeof(*stack))
-		return -EBADMSG;
-	if (!frame_size(stack->kind))
-		return -ENOTSUP;
-	if (stack->nr > BPF_BSTACK_MAX_FRAMES)
-		return -E2BIG;
-	if (bpf_bstack__stack_size(stack->kind, stack->nr) != stack->hdr.size)
-		return -EBADMSG;
-	if (!stack->id)
-		return -EINVAL;
-	return 0;
-}
-
-static int check_record(const struct bpf_bstack_rec_hdr *hdr)
-{
-	const struct bpf_bstack_rec_stats *stats;
-
-	switch (hdr->type) {
-	case BPF_BSTACK_REC_STACK:
-		return check_stack((const void *)hdr);
-	case BPF_BSTACK_REC_COUNT:
-		return hdr->size == sizeof(struct bpf_bstack_rec_count) ? 0 : -EBADMSG;
-	case BPF_BSTACK_REC_STATS:
-		stats = (const void *)hdr;
-		if (hdr->size < sizeof(*stats))
-			return -EBADMSG;
-		if (stats->nr > BPF_BSTACK_MAX_STATS)
-			return -E2BIG;
-		return bpf_bstack__stats_size(stats->nr) == hdr->size ? 0 : -EBADMSG;
-	default:
-		return -ENOTSUP;
-	}
-}
-
-/*
- * Check a bstack payload from a file and return it in host byte order:
- * *rec points into raw, or into *copy (to be freed) when it had to be
- * swapped.  Records are 8-byte aligned in the file; raw may be padded.
- */
-int bpf_bstack__decode(const void *raw, u32 raw_size, bool needs_swap,
-		       struct bpf_bstack_rec_hdr **rec, void **copy)
-{
-	struct bpf_bstack_rec_hdr hdr;
-	int err;
-
-	*rec = NULL;
-	*copy = NULL;
-	if (!raw || raw_size < sizeof(hdr))
-		return -EBADMSG;
-
-	memcpy(&hdr, raw, sizeof(hdr));
-	if (needs_swap)
-		swap_hdr(&hdr);
-	if (hdr.version != BPF_BSTACK_PAYLOAD_VERSION)
-		return -EPROTO;
-	if (hdr.size < sizeof(hdr) || hdr.size > raw_size)
-		return -EBADMSG;
-
-	if (needs_swap || ((unsigned long)raw % sizeof(u64))) {
-		*copy = malloc(hdr.size);
-		if (!*copy)
-			return -ENOMEM;
-		memcpy(*copy, raw, hdr.size);
-		if (needs_swap)
-			bpf_bstack__swap(*copy, /*to_host=*/true);
-		*rec = *copy;
-	} else {
-		*rec = (struct bpf_bstack_rec_hdr *)raw;
-	}
-
-	err = check_record(*rec);
-	if (err) {
-		zfree(copy);
-		*rec = NULL;
-	}
-	return err;
-}
-
-const char *bpf_bstack__strerror(int err)
-{
-	switch (err) {
-	case -EBADMSG:
-		return "record size does not match its contents";
-	case -EPROTO:
-		return "unknown payload version";
-	case -ENOTSUP:
-		return "unknown record or stack type";
-	case -E2BIG:
-		return "too many frames or counters";
-	case -EINVAL:
-		return "stack without id";
-	case -ENOMEM:
-		return "out of memory";
-	default:
-		return "invalid record";
-	}
-}
 
 /*
  * The bstack record of a sample, or NULL for samples of other events and
@@ -419,6 +170,8 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 		goto out;
 
 	stack = (void *)hdr;
+	if (stack->kind == BPF_BSTACK_STACK_USER_IP)
+		goto out;	/* no build-ids: left to the MMAP2 records */
 	if (stack->kind == BPF_BSTACK_STACK_KERNEL) {
 		struct map *kmap = machine__kernel_map(machine);
 

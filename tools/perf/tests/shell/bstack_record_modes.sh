@@ -109,6 +109,40 @@ test_signal() {
 	script "$tmp/sig.data" | grep -q '^STATS ' || fail "no STATS after SIG$1"
 }
 
+test_sigkill() {
+	echo "SIGKILL leaves a file that report rejects as truncated"
+	$perf bstack record -q -a -o "$tmp/kill.data" 2> /dev/null &
+	pid=$!
+	bstack_wait_for_file "$tmp/kill.data"
+	sleep 0.5
+	kill -KILL "$pid"
+	wait "$pid" 2> /dev/null
+	if perf bstack report --stdio -i "$tmp/kill.data" > /dev/null 2> "$tmp/kill.err"; then
+		fail "a killed record was reported"
+	fi
+	grep -q 'is truncated' "$tmp/kill.err" || fail "killed record: $(head -1 "$tmp/kill.err")"
+}
+
+test_full_disk() {
+	echo "a full disk gives a clear error and no file that looks complete"
+	mkdir -p "$tmp/small"
+	if ! mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2> /dev/null; then
+		fail "cannot mount a small tmpfs"
+		return
+	fi
+	if $perf bstack record -o "$tmp/small/full.data" -- "$work" 1 "$child" "$lib" \
+		2> "$tmp/full.err"; then
+		fail "record onto a full disk succeeded"
+	fi
+	grep -q 'No space left on device' "$tmp/full.err" ||
+		fail "full disk: $(head -1 "$tmp/full.err")"
+	perf bstack report --stdio -i "$tmp/small/full.data" > /dev/null 2> "$tmp/full.rep" &&
+		fail "the file of a full disk was reported"
+	grep -q 'is truncated' "$tmp/full.rep" ||
+		fail "full disk report: $(head -1 "$tmp/full.rep")"
+	umount "$tmp/small"
+}
+
 test_errors() {
 	echo "bad input gives a clear error, a non-zero exit and no perf.data"
 	cd "$tmp" || return
@@ -144,6 +178,8 @@ test_stack_kinds
 test_full_maps
 test_signal INT
 test_signal TERM
+test_sigkill
+test_full_disk
 test_errors
 
 [ $err = 0 ] && echo "perf bstack record modes test [Success]"

@@ -37,6 +37,19 @@ open(dst, 'wb').write(b)
 PY
 }
 
+test_unprivileged() {
+	echo "report needs no privileges"
+	mkdir -p "$tmp/pub"
+	cp "$data" "$tmp/pub/perf.data"
+	cp -r "$tmp/cache" "$tmp/pub/cache"
+	chmod -R a+rX "$tmp/pub"
+	chmod a+x "$tmp"
+	setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$tmp/pub" \
+		perf --buildid-dir "$tmp/pub/cache" bstack report --stdio -i "$tmp/pub/perf.data" \
+		> "$tmp/nobody.out" 2>&1 || fail "report as nobody: $(head -2 "$tmp/nobody.out")"
+	grep -q 'bstack_child_leaf' "$tmp/nobody.out" || fail "report as nobody resolves nothing"
+}
+
 test_no_bstack() {
 	echo "a perf.data without bstack samples"
 	perf record -q -o "$tmp/plain.data" -e cpu-clock -- true 2> /dev/null
@@ -96,6 +109,7 @@ test_bad_size() {
 	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "not counted"
 }
 
+test_unprivileged
 test_no_bstack
 test_missing
 test_truncated
