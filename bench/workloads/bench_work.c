@@ -117,7 +117,7 @@ int main(int argc, char **argv)
 	if (slash)
 		*slash = '\0';
 	else
-		strcpy(dir, ".");
+		snprintf(dir, sizeof(dir), ".");
 	n = atol(argv[2]);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -663,9 +663,11 @@ static int write_output(struct bstack_conv *c, const char *output)
 	bfc.in_fd = perf_data__fd(session->data);
 	perf_header__process_sections(&session->header, bfc.in_fd, &bfc, save_section);
 
-	c->fd = open(output, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+	/* like perf.data: private, and never through a planted symlink */
+	c->fd = open(output, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (c->fd < 0) {
-		pr_err("bstack: cannot create %s: %m\n", output);
+		pr_err("bstack: cannot create %s: %m%s\n", output,
+		       errno == ELOOP ? " (a symbolic link)" : "");
 		return -errno;
 	}
 	c->evlist = output_evlist(evlist__find_evsel_by_str(in_evlist, BPF_BSTACK_EVENT));

@@ -50,6 +50,21 @@ test_unprivileged() {
 	grep -q 'bstack_child_leaf' "$tmp/nobody.out" || fail "report as nobody resolves nothing"
 }
 
+test_inject_output() {
+	echo "inject writes a private file and never follows a planted symlink"
+	ln -s "$tmp/victim" "$tmp/planted.data"
+	if perf --buildid-dir "$tmp/cache" bstack inject -i "$data" -o "$tmp/planted.data" \
+		2> "$tmp/inj.err"; then
+		fail "inject wrote through a symlink"
+	fi
+	[ -e "$tmp/victim" ] && fail "the symlink's target was created"
+	grep -q 'symbolic link' "$tmp/inj.err" || fail "message: $(head -1 "$tmp/inj.err")"
+	perf --buildid-dir "$tmp/cache" bstack inject -i "$data" -o "$tmp/inj.data" 2> /dev/null ||
+		fail "inject"
+	mode=$(stat -c %a "$tmp/inj.data")
+	[ "$mode" = 600 ] || fail "inject output has mode $mode"
+}
+
 test_no_bstack() {
 	echo "a perf.data without bstack samples"
 	perf record -q -o "$tmp/plain.data" -e cpu-clock -- true 2> /dev/null
@@ -93,29 +108,23 @@ test_cut_features() {
 	fi
 }
 
-test_bad_version() {
-	echo "an unknown payload version is skipped and counted"
-	damage "$tmp/ver.data" 2 9 80 || { fail "no COUNT record found"; return; }
-	report "$tmp/ver.data" || fail "exit $?"
-	grep -q 'unknown payload version' "$tmp/out" || fail "no warning"
-	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "not counted"
-}
-
-test_bad_size() {
-	echo "a record whose size does not fit its contents is skipped and counted"
-	damage "$tmp/size.data" 2 1 88 || { fail "no COUNT record found"; return; }
-	report "$tmp/size.data" || fail "exit $?"
-	grep -q 'record size does not match' "$tmp/out" || fail "no warning"
-	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "not counted"
+# a COUNT record made to lie: $1 what, $2 version, $3 size, $4 the warning
+test_damaged_count() {
+	echo "$1 is skipped and counted"
+	damage "$tmp/damaged.data" 2 "$2" "$3" || { fail "no COUNT record found"; return; }
+	report "$tmp/damaged.data" || fail "$1: exit $?"
+	grep -q "$4" "$tmp/out" || fail "$1: no warning"
+	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "$1: not counted"
 }
 
 test_unprivileged
+test_inject_output
 test_no_bstack
 test_missing
 test_truncated
 test_cut_features
-test_bad_version
-test_bad_size
+test_damaged_count "an unknown payload version" 9 80 'unknown payload version'
+test_damaged_count "a size that does not fit the record" 1 88 'record size does not match'
 
 [ $err = 0 ] && echo "perf bstack report errors test [Success]"
 exit $err
