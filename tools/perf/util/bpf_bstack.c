@@ -68,23 +68,12 @@ static bool drained_final;
 static struct hashmap *written;		/* stack ids already in perf.data */
 static struct hashmap *known_bids;	/* build-ids with a DSO (no tracking mode) */
 static struct bpf_bstack_stats last_stats;
-static u64 nr_counts, nr_user_stacks, nr_kern_stacks, nr_missing_stacks;
-static u64 nr_write_errors;
+static u64 nr_user_stacks, nr_kern_stacks, nr_missing_stacks;
 
 union bstack_event {
 	struct perf_event_header hdr;
 	u64 array[(PERF_SAMPLE_MAX_SIZE) / sizeof(u64)];
 };
-
-static size_t id_hash(long key, void *ctx __maybe_unused)
-{
-	return key;
-}
-
-static bool id_equal(long a, long b, void *ctx __maybe_unused)
-{
-	return a == b;
-}
 
 static u64 now_ns(void)
 {
@@ -444,8 +433,8 @@ int bpf_bstack__prepare(struct evlist *evlist, struct target *target,
 		symbol_conf.buildid_mmap2 = true;
 	}
 
-	written = hashmap__new(id_hash, id_equal, NULL);
-	known_bids = hashmap__new(id_hash, id_equal, NULL);
+	written = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	known_bids = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	if (IS_ERR(written) || IS_ERR(known_bids)) {
 		written = known_bids = NULL;
 		err = -ENOMEM;
@@ -496,7 +485,6 @@ bool bpf_bstack__drain_due(void)
 
 struct bstack_writer {
 	struct perf_session	*session;
-	struct evsel		*evsel;
 	u64			sample_type;
 	u64			sid;
 	u64			now;
@@ -533,7 +521,6 @@ static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 	w->event.hdr.size = size;
 	perf_event__synthesize_sample((union perf_event *)&w->event, w->sample_type, 0, &sample);
 	if (perf_data_file__write(&w->session->data->file, &w->event, size) < 0) {
-		nr_write_errors++;
 		pr_err("perf bstack: failed to write perf.data: %m\n");
 		return -errno;
 	}
@@ -559,7 +546,7 @@ static u32 kern_stack_depth(const u64 *ip, u32 max)
 	return nr;
 }
 
-/* Write a stack the first time a count refers to it */
+/* Write a stack the first time a count refers to it: 1 when it did */
 static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 {
 	struct bpf_bstack_rec_stack *rec = (void *)w->payload;
@@ -596,7 +583,7 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 	err = write_record(w, -1, -1, 0, w->now, 0);
 	if (!err)
 		err = hashmap__add(written, id, 0);
-	return err;
+	return err ?: 1;
 }
 
 /*
@@ -628,7 +615,7 @@ static void harvest_maps(struct machine *machine, pid_t pid)
 		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, file);
 		if (filename__read_build_id(path, &bid) <= 0)
 			continue;
-		memcpy(&key, bid.data, sizeof(key));
+		key = bpf_bstack__bid_key(bid.data);
 		if (hashmap__find(known_bids, key, NULL))
 			continue;
 
@@ -647,22 +634,15 @@ out:
 	nsinfo__put(nsi);
 }
 
-static bool stack_needs_harvest(u64 id)
+/* Does a user stack just written name a binary no harvest has found yet? */
+static bool names_unknown_binary(const struct bpf_bstack_rec_stack *rec)
 {
-	struct bpf_stack_build_id f[BPF_BSTACK_MAX_STACK];
-	u32 i, nr;
+	const struct bpf_bstack_frame *f = bpf_bstack__user_frames((void *)rec);
+	u32 i;
 
-	memset(f, 0, sizeof(f));
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.bstack_user_stacks), &id, f))
-		return false;
-	nr = user_stack_depth(f, skel->data->max_frames);
-	for (i = 0; i < nr; i++) {
-		long key;
-
-		if (f[i].status != BPF_STACK_BUILD_ID_VALID)
-			continue;
-		memcpy(&key, f[i].build_id, sizeof(key));
-		if (!hashmap__find(known_bids, key, NULL))
+	for (i = 0; i < rec->nr; i++) {
+		if (f[i].status == BPF_STACK_BUILD_ID_VALID &&
+		    !hashmap__find(known_bids, bpf_bstack__bid_key(f[i].build_id), NULL))
 			return true;
 	}
 	return false;
@@ -674,16 +654,15 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	struct bpf_bstack_rec_count *rec = (void *)w->payload;
 	int err;
 
-	if (bpf_bstack__opts.no_mmap_tracking && !bpf_bstack__opts.ip_stacks && key->user_stack &&
-	    !hashmap__find(written, key->user_stack, NULL) &&
-	    stack_needs_harvest(key->user_stack))
-		harvest_maps(&w->session->machines.host, key->pid);
-
 	err = write_stack(w, key->user_stack, bpf_bstack__opts.ip_stacks ?
 			  BPF_BSTACK_STACK_USER_IP : BPF_BSTACK_STACK_USER);
-	if (!err)
+	/* a new build-id stack is still in the payload buffer */
+	if (err > 0 && bpf_bstack__opts.no_mmap_tracking && !bpf_bstack__opts.ip_stacks &&
+	    names_unknown_binary((void *)w->payload))
+		harvest_maps(&w->session->machines.host, key->pid);
+	if (err >= 0)
 		err = write_stack(w, key->kern_stack, BPF_BSTACK_STACK_KERNEL);
-	if (err)
+	if (err < 0)
 		return err;
 
 	memset(rec, 0, sizeof(*rec));
@@ -697,7 +676,6 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	rec->tid = key->tid;
 	rec->cpu = key->cpu;
 	memcpy(rec->comm, key->comm, sizeof(rec->comm));
-	nr_counts++;
 	return write_record(w, key->pid, key->tid, key->cpu, val->last_ns, val->count);
 }
 
@@ -805,7 +783,6 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 	if (!w)
 		return 0;
 	w->session = session;
-	w->evsel = evsel;
 	w->sample_type = evsel->core.attr.sample_type;
 	if (evsel->core.id)
 		w->sid = evsel->core.id[0];

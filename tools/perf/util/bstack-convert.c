@@ -90,24 +90,6 @@ struct bstack_conv {
 	union perf_event		*event;
 };
 
-static size_t u64_hash(long key, void *ctx __maybe_unused)
-{
-	return key;
-}
-
-static bool u64_equal(long a, long b, void *ctx __maybe_unused)
-{
-	return a == b;
-}
-
-static long bid_key(const u8 *bid)
-{
-	long key;
-
-	memcpy(&key, bid, sizeof(key));
-	return key;
-}
-
 /* Input side: keep every bstack record, in host byte order */
 static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 {
@@ -305,7 +287,7 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 	struct bstack_slot *slot;
 	u64 size = 0;
 
-	if (hashmap__find(c->slots, bid_key(build_id), &slot))
+	if (hashmap__find(c->slots, bpf_bstack__bid_key(build_id), &slot))
 		return slot;
 	if (c->nr_slots >= MAX_SLOTS)
 		return NULL;
@@ -337,7 +319,7 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 						slot->dso ? dso__long_name(slot->dso) : NULL);
 	}
 	c->nr_slots++;
-	if (hashmap__add(c->slots, bid_key(build_id), slot)) {
+	if (hashmap__add(c->slots, bpf_bstack__bid_key(build_id), slot)) {
 		dso__put(slot->dso);
 		free(slot);
 		return NULL;
@@ -801,10 +783,10 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	c.tool.fork	= perf_event__process_fork;
 	c.tool.build_id	= perf_event__process_build_id;
 
-	c.stacks = hashmap__new(u64_hash, u64_equal, NULL);
-	c.slots = hashmap__new(u64_hash, u64_equal, NULL);
-	c.mapped = hashmap__new(u64_hash, u64_equal, NULL);
-	c.comms = hashmap__new(u64_hash, u64_equal, NULL);
+	c.stacks = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	c.slots = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	c.mapped = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	c.comms = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	if (IS_ERR(c.stacks) || IS_ERR(c.slots) || IS_ERR(c.mapped) || IS_ERR(c.comms)) {
 		c.stacks = c.slots = c.mapped = c.comms = NULL;
 		conv_free(&c);

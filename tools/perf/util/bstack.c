@@ -86,14 +86,23 @@ enum bid_state {
 static struct hashmap *bid_states;
 static unsigned int bid_count[BID_CHANGED + 1];
 
-static size_t bid_hash(long key, void *ctx __maybe_unused)
+/* Keys that are already hashes: stack ids, and the head of build-ids */
+size_t bpf_bstack__id_hash(long key, void *ctx __maybe_unused)
 {
 	return key;
 }
 
-static bool bid_equal(long a, long b, void *ctx __maybe_unused)
+bool bpf_bstack__id_equal(long a, long b, void *ctx __maybe_unused)
 {
 	return a == b;
+}
+
+long bpf_bstack__bid_key(const u8 *build_id)
+{
+	long key;
+
+	memcpy(&key, build_id, sizeof(key));
+	return key;
 }
 
 struct find_bid {
@@ -135,10 +144,9 @@ static bool dso_file_matches(struct dso *dso)
 
 static int mark_build_id(struct machine *machine, const u8 *build_id, bool check_files)
 {
-	long key, state;
+	long key = bpf_bstack__bid_key(build_id), state;
 	struct dso *dso;
 
-	memcpy(&key, build_id, sizeof(key));
 	if (hashmap__find(bid_states, key, &state))
 		return 0;
 
@@ -181,7 +189,7 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 	}
 
 	if (!bid_states) {
-		bid_states = hashmap__new(bid_hash, bid_equal, NULL);
+		bid_states = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 		if (IS_ERR(bid_states)) {
 			bid_states = NULL;
 			err = -ENOMEM;

@@ -121,6 +121,9 @@ bool bpf_bstack__is_event(struct evsel *evsel);
 struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,
 						     struct perf_sample *sample,
 						     void **copy, u64 *nr_damaged);
+size_t bpf_bstack__id_hash(long key, void *ctx);
+bool bpf_bstack__id_equal(long a, long b, void *ctx);
+long bpf_bstack__bid_key(const u8 *build_id);
 struct dso *bpf_bstack__find_dso(struct machine *machine, const u8 *build_id);
 int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 			  struct perf_sample *sample, bool check_files);
