@@ -274,7 +274,8 @@ static struct dso *dso_for_build_id(struct bstack_conv *c, const u8 *build_id)
 		dso = NULL;	/* that path is another build now */
 	}
 	if (!dso) {
-		snprintf(name, sizeof(name), "[buildid:%s]", sbid);
+		/* no brackets: perf takes any "[name]" for a kernel module */
+		snprintf(name, sizeof(name), "buildid:%s", sbid);
 		dso = machine__findnew_dso(machine, name);
 	}
 	if (dso && !dso__has_build_id(dso))
@@ -671,7 +672,8 @@ static int write_output(struct bstack_conv *c, const char *output)
 	perf_event__synthesize_kernel_mmap(&c->tool, synthesized, machine);
 	perf_event__synthesize_modules(&c->tool, synthesized, machine);
 
-	qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_first_ns);
+	if (c->nr_counts)	/* qsort() must not see the NULL of no counts */
+		qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_first_ns);
 	for (i = 0; i < c->nr_counts && !c->err; i++) {
 		const struct bpf_bstack_rec_count *cnt = &c->counts[i];
 

@@ -117,7 +117,17 @@ test_damaged_count() {
 	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "$1: not counted"
 }
 
+test_unknown_build_id() {
+	echo "a build-id in no header and no cache is a user binary named by its build-id"
+	report "$(dirname "$0")"/../bstack/regressions/unknown-build-id-named-like-module.data \
+		--children -g none --sort dso,sym || { fail "report exit $?"; return; }
+	# perf takes any "[name]" for a kernel module: such a name broke map__new()
+	grep -qE ' buildid:93ac61ec588eb1396f9fbd350e3169a558528a40 +\[\.\]' "$tmp/out" ||
+		fail "unknown build-id not shown as a user binary"
+}
+
 test_unprivileged
+test_unknown_build_id
 test_inject_output
 test_no_bstack
 test_missing
