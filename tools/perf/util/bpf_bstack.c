@@ -65,10 +65,20 @@ static int timer_fd = -1;
 static bool drained_final;
 
 /* user space state across drains */
-static struct hashmap *written;		/* stack ids already in perf.data */
+static struct hashmap *written;		/* stack id -> drain that last named it */
 static struct hashmap *known_bids;	/* build-ids with a DSO (no tracking mode) */
 static struct bpf_bstack_stats last_stats;
-static u64 nr_user_stacks, nr_kern_stacks, nr_missing_stacks;
+static u64 nr_user_stacks, nr_kern_stacks, nr_missing_stacks, nr_aged_out;
+
+/*
+ * A written stack id is remembered for BSTACK_WRITTEN_AGE drains after a
+ * count last named it.  One that comes back later is written again (report
+ * keeps the first copy), so in --interval mode memory follows the rate of
+ * new stacks, not the length of the run: the stacks of short-lived
+ * processes are all new.
+ */
+#define BSTACK_WRITTEN_AGE	16
+static unsigned long drain_gen;
 
 union bstack_event {
 	struct perf_event_header hdr;
@@ -556,8 +566,10 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 	u32 max = skel->data->max_frames, nr;
 	int err;
 
-	if (!id || hashmap__find(written, id, NULL))
+	if (!id)
 		return 0;
+	if (hashmap__find(written, id, NULL))
+		return hashmap__update(written, id, drain_gen, NULL, NULL) ? -ENOMEM : 0;
 
 	memset(rec + 1, 0, sizeof(struct bpf_bstack_user_stack));
 	if (bpf_map_lookup_elem(bpf_map__fd(map), &id, rec + 1)) {
@@ -582,7 +594,7 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 
 	err = write_record(w, -1, -1, 0, w->now, 0);
 	if (!err)
-		err = hashmap__add(written, id, 0);
+		err = hashmap__add(written, id, drain_gen);
 	return err ?: 1;
 }
 
@@ -759,6 +771,21 @@ static void forget_written_stacks(struct bpf_map *map)
 		bpf_map_delete_elem(fd, &key);
 }
 
+static void age_written_stacks(void)
+{
+	struct hashmap_entry *cur, *tmp;
+	size_t bkt;
+
+	if (++drain_gen < BSTACK_WRITTEN_AGE)
+		return;
+	hashmap__for_each_entry_safe(written, cur, tmp, bkt) {
+		if ((unsigned long)cur->value + BSTACK_WRITTEN_AGE > drain_gen)
+			continue;
+		hashmap__delete(written, cur->key, NULL, NULL);
+		nr_aged_out++;
+	}
+}
+
 int bpf_bstack__write(struct perf_session *session, bool final)
 {
 	struct bstack_writer *w;
@@ -804,6 +831,7 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 		forget_written_stacks(skel->maps.bstack_user_stacks);
 		forget_written_stacks(skel->maps.bstack_kern_stacks);
 		forget_written_stacks(skel->maps.bstack_user_ip_stacks);
+		age_written_stacks();
 	}
 	if (err)
 		pr_err("perf bstack: draining the BPF maps failed: %s\n", strerror(-err));
@@ -866,6 +894,9 @@ static void print_summary(void)
 			"[ perf bstack: %" PRIu64
 			" stacks vanished from the map before they were written ]\n",
 			nr_missing_stacks);
+	/* not a loss: a stack that comes back after aging out is written again */
+	pr_debug("perf bstack: %" PRIu64 " stack ids unused for %d drains were forgotten\n",
+		 nr_aged_out, BSTACK_WRITTEN_AGE);
 	print_prog_stats();
 	if (bpf_bstack__opts.no_mmap_tracking)
 		fprintf(stderr,

@@ -40,6 +40,25 @@ test_interval() {
 	     END { exit bad > 0 }' "$tmp/int.script" || fail "count of an unwritten stack"
 }
 
+test_interval_aging() {
+	echo "--interval forgets stacks unused for 16 drains and writes them again"
+	$perf bstack record -v --interval 50 -o "$tmp/age.data" -- sh -c \
+		"$work 1 $child $lib; sleep 1.5; $work 1 $child $lib" \
+		> /dev/null 2> "$tmp/age.err" || { fail "aging record"; return; }
+	grep -qE '^perf bstack: [1-9][0-9]* stack ids unused' "$tmp/age.err" ||
+		fail "no stack id aged out"
+	script "$tmp/age.data" > "$tmp/age.script"
+	dups=$(awk '$1 == "STACK" { print $2 }' "$tmp/age.script" | sort | uniq -d | wc -l)
+	[ "$dups" -gt 0 ] || fail "the second run did not rewrite the stacks of the first"
+	# every count of both runs reaches the report
+	$perf bstack report -i "$tmp/age.data" --stdio --no-children -g none \
+		--sort sym 2> /dev/null > "$tmp/age.report"
+	grep -q 'bstack_child_leaf' "$tmp/age.report" || fail "aged stacks do not resolve"
+	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/age.script")
+	grep -q "^# bstack: $sum samples" "$tmp/age.report" ||
+		fail "report lost samples of rewritten stacks ($sum written)"
+}
+
 test_no_mmap_tracking() {
 	echo "--no-mmap-tracking records no side-band and harvests live processes"
 	$perf bstack record --no-mmap-tracking --interval 500 -o "$tmp/nomm.data" -- \
@@ -172,6 +191,7 @@ test_errors() {
 }
 
 test_interval
+test_interval_aging
 test_no_mmap_tracking
 test_pid_target
 test_stack_kinds
