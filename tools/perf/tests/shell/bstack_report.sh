@@ -132,14 +132,18 @@ test_tui() {
 	# a private server, running this perf whatever PATH an older server has
 	tmux -L "bstack$$" new-session -d -s tui -x 200 -y 50 \
 		"$(command -v perf) --buildid-dir $cache bstack report -i $data --no-children \
-		 --sort sym; sleep 30" || {
+		 --sort sym; sleep 90" || {
 		fail "tmux"
 		return
 	}
-	for _ in $(seq 30); do
+	for _ in $(seq 120); do	# 60 s: an ASan perf is slow to start
 		sleep 0.5
 		tmux -L "bstack$$" capture-pane -p -t tui > "$tmp/tui"
 		grep -q 'bstack_child_leaf' "$tmp/tui" && break
+		# a warning box (kptr_restrict in some builds) waits for a key
+		if grep -q 'Press any key' "$tmp/tui"; then
+			tmux -L "bstack$$" send-keys -t tui Escape
+		fi
 	done
 	tmux -L "bstack$$" send-keys -t tui q
 	sleep 0.5
