@@ -568,8 +568,10 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 
 	if (!id)
 		return 0;
-	if (hashmap__find(written, id, NULL))
-		return hashmap__update(written, id, drain_gen, NULL, NULL) ? -ENOMEM : 0;
+	/* written already: note the drain, in the same lookup */
+	err = hashmap__update(written, id, drain_gen, NULL, NULL);
+	if (err != -ENOENT)
+		return err;
 
 	memset(rec + 1, 0, sizeof(struct bpf_bstack_user_stack));
 	if (bpf_map_lookup_elem(bpf_map__fd(map), &id, rec + 1)) {
