@@ -126,6 +126,48 @@ test_unknown_build_id() {
 		fail "unknown build-id not shown as a user binary"
 }
 
+# a copy of the recording whose build-id table lies: $1 kind, $2 output, $3 name
+lying_table() {
+	python3 "$(dirname "$0")"/lib/bstack_build_id_table.py "$1" "$data" "$2" "${3-}"
+}
+
+test_build_id_table() {
+	echo "a build-id table entry that lies ($1) is refused with a warning"
+	lying_table "$1" "$tmp/table.data" || { fail "$1: cannot write the file"; return; }
+	report "$tmp/table.data" || { fail "$1: exit $? ($(tail -1 "$tmp/out"))"; return; }
+	grep -q "$2" "$tmp/out" || fail "$1: no warning"
+	# the binaries are still found in the cache by the build-ids of the stacks
+	grep -q 'bstack_child_leaf' "$tmp/out" || fail "$1: the stacks no longer resolve"
+}
+
+test_build_id_table_name() {
+	echo "a name that fills its build-id table entry ends there"
+	lying_table unterminated "$tmp/name.data" || { fail "cannot write the file"; return; }
+	perf buildid-list -i "$tmp/name.data" > "$tmp/names" 2>&1 || fail "buildid-list exit $?"
+	# the entry has room for 64 bytes: '/' and 63 'A', then nothing of the stack
+	grep -qx '[0-9a-f]\{40\} /A\{63\}' "$tmp/names" ||
+		fail "the name is not cut at its entry: $(grep ' /A' "$tmp/names" | cut -c1-120)"
+	report "$tmp/name.data" || fail "report exit $?"
+}
+
+# all files of the test but the report's output and these lists
+list_files() {
+	find "$tmp" | grep -v -e "^$tmp/files\." -e "^$tmp/out\$" | sort
+}
+
+test_build_id_table_path() {
+	echo "a name with .. in the build-id table reaches nothing outside the cache"
+	mkdir -p "$tmp/outside"
+	lying_table rename "$tmp/path.data" "/../../..$tmp/outside/escape/bstack_child" ||
+		{ fail "cannot write the file"; return; }
+	list_files > "$tmp/files.before"
+	report "$tmp/path.data" || { fail "exit $?"; return; }
+	list_files > "$tmp/files.after"
+	diff "$tmp/files.before" "$tmp/files.after" > "$tmp/files.diff" ||
+		fail "report changed files: $(head -3 "$tmp/files.diff")"
+	grep -q 'bstack_child_leaf' "$tmp/out" || fail "the stacks no longer resolve"
+}
+
 test_unprivileged
 test_unknown_build_id
 test_inject_output
@@ -135,6 +177,11 @@ test_truncated
 test_cut_features
 test_damaged_count "an unknown payload version" 9 80 'unknown payload version'
 test_damaged_count "a size that does not fit the record" 1 88 'record size does not match'
+test_build_id_table long-name 'build-id table entry at .* has a bad size (65535)'
+test_build_id_table short-entry 'build-id table entry at .* has a bad size (8)'
+test_build_id_table id-size 'has a build-id of 255 bytes'
+test_build_id_table_name
+test_build_id_table_path
 
 [ $err = 0 ] && echo "perf bstack report errors test [Success]"
 exit $err

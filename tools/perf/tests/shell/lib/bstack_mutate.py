@@ -4,10 +4,11 @@
 
   bstack_mutate.py SEED COUNT INPUT OUTDIR
 
-Kinds: a bit flipped in an event, in a bstack payload or in the file
-header; a file cut at an event boundary (or just after one); an event
-header size that lies; a payload frame count or size that lies.  The
-variants of one seed are always the same.
+Kinds: a bit flipped in an event, in a bstack payload, in the file
+header or in the header features after the data (the build-id table
+among them); a file cut at an event boundary (or just after one); an
+event header size that lies; a payload frame count or size that lies.
+The variants of one seed are always the same.
 """
 import os
 import random
@@ -40,9 +41,9 @@ def payloads(b):
         i += 2
 
 
-def mutate(rng, orig, evs, pls):
+def mutate(rng, orig, evs, pls, feat):
     b = bytearray(orig)
-    kind = rng.randrange(7)
+    kind = rng.randrange(8)
     if kind == 0 and evs:                       # bit flip inside an event
         off, sz = rng.choice(evs)
         pos = off + rng.randrange(sz)
@@ -68,6 +69,9 @@ def mutate(rng, orig, evs, pls):
         pos = rng.choice((16, 24, 32, 40, 48, 56))
         struct.pack_into("<Q", b, pos, rng.choice(
             (0, 1, len(b), len(b) * 2, 1 << 40, rng.randrange(len(b)))))
+    elif kind == 6 and feat < len(b):           # a bit flip in the features
+        pos = rng.randrange(feat, len(b))
+        b[pos] ^= 1 << rng.randrange(8)
     else:                                       # cut anywhere
         b = b[:rng.randrange(len(b))]
     return bytes(b)
@@ -83,7 +87,7 @@ def main():
     rng = random.Random(seed)
     for i in range(count):
         with open(os.path.join(out, "m%05d.data" % i), "wb") as f:
-            f.write(mutate(rng, orig, evs, pls))
+            f.write(mutate(rng, orig, evs, pls, data_off + data_size))
 
 
 if __name__ == "__main__":
