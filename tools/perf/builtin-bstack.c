@@ -77,6 +77,26 @@ static const char * const bstack_report_usage[] = {
 	NULL
 };
 
+/* -e and --uprobe may be given many times: a comma-separated list of all */
+static int append_list(const struct option *opt, const char *arg, int unset)
+{
+	const char **list = opt->value;
+	char *joined;
+
+	if (unset) {
+		*list = NULL;
+		return 0;
+	}
+	if (!*list) {
+		*list = arg;
+		return 0;
+	}
+	if (asprintf(&joined, "%s,%s", *list, arg) < 0)
+		return -ENOMEM;
+	*list = joined;		/* kept until exit, like the option strings */
+	return 0;
+}
+
 static void add_arg(const char **argv, int *argc, const char *opt, const char *val)
 {
 	if (!val)
@@ -153,6 +173,7 @@ static int bstack_record(int argc, const char **argv)
 
 static bool force;
 static bool report_folded;
+static const char *report_events;	/* --event: the events to report, NULL: all */
 
 struct bstack_script {
 	struct perf_tool	tool;
@@ -193,13 +214,19 @@ static void script_stack(struct bpf_bstack_rec_stack *stack)
 	}
 }
 
+static void script_event(struct bpf_bstack_rec_event *ev)
+{
+	printf("EVENT %u %s %s\n", ev->index, bpf_bstack__event_kind_name(ev->kind), ev->name);
+}
+
 static void script_count(struct bpf_bstack_rec_count *c)
 {
 	printf("COUNT %" PRIu64 " %u/%u cpu %u comm %.16s user %016" PRIx64
-	       " kernel %016" PRIx64 " time %" PRIu64 ".%09" PRIu64 "-%" PRIu64 ".%09" PRIu64 "\n",
+	       " kernel %016" PRIx64 " time %" PRIu64 ".%09" PRIu64 "-%" PRIu64 ".%09" PRIu64
+	       " event %u\n",
 	       c->count, c->pid, c->tid, c->cpu, c->comm, c->user_stack, c->kern_stack,
 	       c->first_ns / 1000000000, c->first_ns % 1000000000,
-	       c->last_ns / 1000000000, c->last_ns % 1000000000);
+	       c->last_ns / 1000000000, c->last_ns % 1000000000, c->event);
 }
 
 static void script_stats(struct bpf_bstack_rec_stats *st)
@@ -230,6 +257,8 @@ static int script_sample(const struct perf_tool *tool, union perf_event *event _
 		script_stack((void *)hdr);
 	else if (hdr->type == BPF_BSTACK_REC_COUNT)
 		script_count((void *)hdr);
+	else if (hdr->type == BPF_BSTACK_REC_EVENT)
+		script_event((void *)hdr);
 	else
 		script_stats((void *)hdr);
 	free(copy);
@@ -286,7 +315,7 @@ static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t si
 		return -errno;
 	}
 	close(fd);
-	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, sum);
+	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, report_events, sum);
 	if (err) {
 		unlink(tmpl);
 		return err;
@@ -309,7 +338,11 @@ static bool has_arg(int argc, const char **argv, const char *a, const char *b)
 	return false;
 }
 
-/* --folded: FlameGraph's collapsed stacks, "comm;outer;...;leaf count" */
+/*
+ * --folded: FlameGraph's collapsed stacks, "comm;outer;...;leaf count",
+ * each line starting with its event ("event;comm;...") when there are
+ * several.
+ */
 struct bstack_folded {
 	struct perf_tool	tool;
 	struct hashmap		*stacks;	/* folded line -> u64 *count */
@@ -368,6 +401,9 @@ static int folded_sample(const struct perf_tool *tool, union perf_event *event _
 	}
 
 	strbuf_setlen(&f->line, 0);
+	/* several events: each stack under the event it was taken at */
+	if (evsel->evlist && evsel->evlist->core.nr_entries > 1)
+		strbuf_addf(&f->line, "%s;", evsel__name(evsel));
 	strbuf_addstr(&f->line, thread__comm_str(al.thread) ?: "[unknown]");
 	for (i = n; i > 0; i--) {	/* outermost first */
 		strbuf_addch(&f->line, ';');
@@ -513,7 +549,7 @@ static int bstack_inject(const char *output)
 		pr_err("perf bstack inject: give the output file with -o\n");
 		return -EINVAL;
 	}
-	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, &sum);
+	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, NULL, &sum);
 	if (!err && verbose >= 0)
 		bpf_bstack__summary_fprintf(&sum, stderr);
 	bpf_bstack__summary_exit(&sum);
@@ -535,8 +571,13 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_PARENT(input_options)
 	};
 	const struct option record_options[] = {
-	OPT_STRING('e', "event", &bpf_bstack__opts.event, "event",
-		   "sampling event to take stacks at (default: cpu-clock)"),
+	OPT_CALLBACK('e', "event", &bpf_bstack__opts.event, "event",
+		     "event to take stacks at: sampling event, tracepoint or perf probe uprobe (default: cpu-clock)",
+		     append_list),
+	OPT_CALLBACK(0, "uprobe", &bpf_bstack__opts.uprobes, "binary:function",
+		     "take stacks at each call of a function", append_list),
+	OPT_BOOLEAN(0, "off-cpu", &bpf_bstack__opts.off_cpu,
+		    "also take the stacks tasks block in, weighted by the time blocked"),
 	OPT_U64('F', "freq", &bpf_bstack__opts.freq,
 		"sampling frequency in Hz (default: 99)"),
 	OPT_U64('c', "count", &bpf_bstack__opts.period,
@@ -580,6 +621,9 @@ int cmd_bstack(int argc, const char **argv)
 	const struct option report_options[] = {
 	OPT_BOOLEAN(0, "folded", &report_folded,
 		    "print FlameGraph collapsed stacks: comm;outer;...;leaf count"),
+	OPT_CALLBACK(0, "event", &report_events, "event",
+		     "report only these recorded events (comma-separated, or given many times)",
+		     append_list),
 	OPT_PARENT(input_options)
 	};
 	const char *inject_output = NULL;

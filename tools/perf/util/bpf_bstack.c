@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 #include <internal/xyarray.h>
 #include <api/fs/fs.h>
+#include <api/fs/tracing_path.h>
 
 #include "util/bpf_counter.h"
 #include "util/bstack.h"
@@ -58,9 +59,26 @@
 			     PERF_SAMPLE_RAW)
 
 static struct bstack_bpf *skel;
-static struct evlist *sampling;		/* our per-CPU events, not in perf.data */
+static struct evlist *sampling;		/* our events, not in perf.data */
 static struct bpf_link **links;
-static int nr_links;
+static int nr_links, max_links;
+
+/*
+ * The events stacks are taken at, in the order of their index: the BPF
+ * attach cookie, the event of each count, and of the EVENT records that
+ * name them in perf.data.
+ */
+struct bstack_source {
+	char		name[BPF_BSTACK_EVENT_NAME_LEN];
+	u32		kind;		/* enum bpf_bstack_event_kind */
+	struct evsel	*evsel;		/* sampling events and tracepoints */
+	char		*binary;	/* --uprobe BINARY:FUNCTION */
+	char		*function;
+};
+
+static struct bstack_source events[BPF_BSTACK_MAX_EVENTS];
+static int nr_events;
+static bool events_written;
 static int timer_fd = -1;
 static bool drained_final;
 
@@ -136,47 +154,290 @@ static int add_bstack_evsel(struct evlist *evlist)
 	return 0;
 }
 
-static int parse_sampling_events(void)
+static struct bstack_source *add_event(u32 kind, const char *name)
+{
+	struct bstack_source *ev;
+
+	if (nr_events == BPF_BSTACK_MAX_EVENTS) {
+		pr_err("perf bstack: at most %d events at once\n", BPF_BSTACK_MAX_EVENTS);
+		return NULL;
+	}
+	ev = &events[nr_events++];
+	ev->kind = kind;
+	snprintf(ev->name, sizeof(ev->name), "%s", name);
+	return ev;
+}
+
+/* Is the tracepoint SYS:NAME a uprobe (or kprobe) event, as perf probe makes them? */
+static bool is_probe_event(const char *sys, const char *name)
+{
+	static const char * const files[] = { "uprobe_events", "kprobe_events" };
+	char want[256], line[BUFSIZ];
+	size_t i;
+	bool found = false;
+
+	snprintf(want, sizeof(want), "%s/%s ", sys, name);
+	for (i = 0; i < ARRAY_SIZE(files) && !found; i++) {
+		char *path = get_tracing_file(files[i]);
+		FILE *fp = path ? fopen(path, "r") : NULL;
+
+		/* lines like "p:probe_ls/main /usr/bin/ls:0x4b80" */
+		while (fp && !found && fgets(line, sizeof(line), fp))
+			found = strlen(line) > 2 && !strncmp(line + 2, want, strlen(want));
+		if (fp)
+			fclose(fp);
+		put_tracing_file(path);
+	}
+	return found;
+}
+
+static int add_tracepoint(struct evsel *evsel)
+{
+	struct perf_event_attr *attr = &evsel->core.attr;
+	const char *full = evsel__name(evsel), *colon = strchr(full, ':');
+	char sys[128];
+	struct bstack_source *ev;
+
+	snprintf(sys, sizeof(sys), "%.*s", colon ? (int)(colon - full) : 0, full);
+	ev = add_event(colon && is_probe_event(sys, colon + 1) ? BPF_BSTACK_EVENT_UPROBE :
+		       BPF_BSTACK_EVENT_TRACEPOINT, full);
+	if (!ev)
+		return -E2BIG;
+	ev->evsel = evsel;
+	/* every hit runs the program, which keeps the perf event itself empty */
+	attr->freq = 0;
+	attr->sample_period = 1;
+	attr->sample_type = PERF_SAMPLE_RAW;
+	attr->inherit = 0;
+	attr->disabled = 0;
+	return 0;
+}
+
+static int add_sampling_event(struct evsel *evsel)
 {
 	struct bpf_bstack_opts *o = &bpf_bstack__opts;
+	struct perf_event_attr *attr = &evsel->core.attr;
+	struct bstack_source *ev = add_event(BPF_BSTACK_EVENT_SAMPLE, evsel__name(evsel));
+
+	if (!ev)
+		return -E2BIG;
+	ev->evsel = evsel;
+	if (o->period) {
+		attr->freq = 0;
+		attr->sample_period = o->period;
+	} else {
+		attr->freq = 1;
+		attr->sample_freq = o->freq;
+	}
+	attr->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID;
+	attr->inherit = 0;
+	attr->disabled = 0;
+	return 0;
+}
+
+/* --uprobe BINARY:FUNCTION[,...] */
+static int add_uprobes(const char *list)
+{
+	struct strlist *slist = strlist__new(list, NULL);
+	struct str_node *pos;
+	int err = 0;
+
+	if (!slist)
+		return -ENOMEM;
+	strlist__for_each_entry(pos, slist) {
+		const char *colon = strrchr(pos->s, ':'), *base;
+		struct bstack_source *ev;
+		char name[BPF_BSTACK_EVENT_NAME_LEN];
+
+		if (!colon || colon == pos->s || !colon[1]) {
+			pr_err("perf bstack: --uprobe '%s': give it as BINARY:FUNCTION\n", pos->s);
+			err = -EINVAL;
+			break;
+		}
+		base = memrchr(pos->s, '/', colon - pos->s);
+		base = base ? base + 1 : pos->s;
+		/* named like the events of perf probe: the binary's base name */
+		snprintf(name, sizeof(name), "uprobe:%.*s", (int)(pos->s + strlen(pos->s) - base),
+			 base);
+		ev = add_event(BPF_BSTACK_EVENT_UPROBE, name);
+		if (!ev) {
+			err = -E2BIG;
+			break;
+		}
+		ev->binary = strndup(pos->s, colon - pos->s);
+		ev->function = strdup(colon + 1);
+		if (!ev->binary || !ev->function) {
+			err = -ENOMEM;
+			break;
+		}
+	}
+	strlist__delete(slist);
+	return err;
+}
+
+/* -e (sampling events, tracepoints, perf probe uprobes), --uprobe and --off-cpu */
+static int parse_bstack_events(void)
+{
+	struct bpf_bstack_opts *o = &bpf_bstack__opts;
+	struct parse_events_error perr;
+	const char *list = o->event;
 	struct evsel *evsel;
+	int err;
 
 	sampling = evlist__new();
 	if (!sampling)
 		return -ENOMEM;
-	if (parse_event(sampling, o->event)) {
-		pr_err("perf bstack: cannot use event '%s'\n", o->event);
-		return -EINVAL;
+	/* cpu-clock unless other events are given, and beside --off-cpu as perf record does */
+	if (!list && !o->uprobes)
+		list = "cpu-clock";
+	if (list) {
+		parse_events_error__init(&perr);
+		err = parse_events(sampling, list, &perr);
+		if (err) {
+			parse_events_error__print(&perr, list);
+			pr_err("perf bstack: cannot use event '%s'\n", list);
+		}
+		parse_events_error__exit(&perr);
+		if (err)
+			return -EINVAL;
 	}
 
 	evlist__for_each_entry(sampling, evsel) {
-		struct perf_event_attr *attr = &evsel->core.attr;
+		if (evsel->core.attr.type == PERF_TYPE_TRACEPOINT)
+			err = add_tracepoint(evsel);
+		else
+			err = add_sampling_event(evsel);
+		if (err)
+			return err;
+	}
+	if (o->uprobes) {
+		err = add_uprobes(o->uprobes);
+		if (err)
+			return err;
+	}
+	if (o->off_cpu && !add_event(BPF_BSTACK_EVENT_OFFCPU, BPF_BSTACK_OFFCPU_EVENT))
+		return -E2BIG;
+	return 0;
+}
 
-		if (attr->type == PERF_TYPE_TRACEPOINT) {
-			pr_err("perf bstack: '%s' is a tracepoint: only sampling events are supported\n",
-			       evsel__name(evsel));
-			return -EINVAL;
+static int add_link(struct bpf_link *link)
+{
+	if (nr_links == max_links) {
+		int n = max_links ? max_links * 2 : 16;
+		void *p = realloc(links, n * sizeof(*links));
+
+		if (!p) {
+			bpf_link__destroy(link);
+			return -ENOMEM;
 		}
-		if (o->period) {
-			attr->freq = 0;
-			attr->sample_period = o->period;
-		} else {
-			attr->freq = 1;
-			attr->sample_freq = o->freq;
+		links = p;
+		max_links = n;
+	}
+	links[nr_links++] = link;
+	return 0;
+}
+
+static int link_error(struct bpf_link *link)
+{
+	return link ? PTR_ERR(link) : (errno ? -errno : -EINVAL);
+}
+
+static int attach_perf_event(struct bpf_program *prog, int fd, int idx)
+{
+	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = idx);
+	struct bpf_link *link = bpf_program__attach_perf_event_opts(prog, fd, &opts);
+
+	if (IS_ERR_OR_NULL(link))
+		return link_error(link);
+	return add_link(link);
+}
+
+/* A sampling event: one perf event per CPU, each running the program */
+static int open_sampling_event(struct bstack_source *ev, int idx, struct perf_cpu_map *cpus,
+			       struct target *target)
+{
+	struct perf_cpu cpu;
+	char msg[BUFSIZ];
+	int i, err;
+
+	err = evsel__open_per_cpu(ev->evsel, cpus, -1);
+	if (err) {
+		evsel__open_strerror(ev->evsel, target, -err, msg, sizeof(msg));
+		pr_err("perf bstack: cannot open '%s': %s\n", ev->name, msg);
+		return err;
+	}
+	perf_cpu_map__for_each_cpu(cpu, i, cpus) {
+		err = attach_perf_event(skel->progs.on_sample, FD(ev->evsel, i), idx);
+		if (err) {
+			pr_err("perf bstack: cannot attach to '%s' on CPU %d: %s\n",
+			       ev->name, cpu.cpu, strerror(-err));
+			return err;
 		}
-		attr->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID;
-		attr->inherit = 0;
-		attr->disabled = 0;
 	}
 	return 0;
 }
 
-static int open_sampling_events(struct target *target)
+/*
+ * A tracepoint runs the programs of any of its perf events on every CPU:
+ * one event, on the first CPU, is enough (and more would count each hit
+ * more than once).
+ */
+static int open_tracepoint(struct bstack_source *ev, int idx, struct perf_cpu_map *cpus,
+			   struct target *target)
+{
+	struct bpf_program *prog = ev->kind == BPF_BSTACK_EVENT_UPROBE ?
+				   skel->progs.on_uprobe : skel->progs.on_tracepoint;
+	struct perf_cpu_map *one;
+	char msg[BUFSIZ];
+	int err;
+
+	snprintf(msg, sizeof(msg), "%d", perf_cpu_map__cpu(cpus, 0).cpu);
+	one = perf_cpu_map__new(msg);
+	if (!one)
+		return -ENOMEM;
+	err = evsel__open_per_cpu(ev->evsel, one, -1);
+	perf_cpu_map__put(one);
+	if (err) {
+		evsel__open_strerror(ev->evsel, target, -err, msg, sizeof(msg));
+		pr_err("perf bstack: cannot open '%s': %s\n", ev->name, msg);
+		return err;
+	}
+	err = attach_perf_event(prog, FD(ev->evsel, 0), idx);
+	if (err)
+		pr_err("perf bstack: cannot attach to '%s': %s\n", ev->name, strerror(-err));
+	return err;
+}
+
+static int attach_uprobe(struct bstack_source *ev, int idx)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = ev->function, .bpf_cookie = idx);
+	struct bpf_link *link;
+	int err;
+
+	if (access(ev->binary, R_OK)) {
+		pr_err("perf bstack: --uprobe %s:%s: cannot read %s: %m\n",
+		       ev->binary, ev->function, ev->binary);
+		return -errno;
+	}
+	errno = 0;
+	link = bpf_program__attach_uprobe_opts(skel->progs.on_uprobe, -1, ev->binary, 0, &opts);
+	if (IS_ERR_OR_NULL(link)) {
+		err = link_error(link);
+		if (err == -ENOENT || err == -ESRCH)
+			pr_err("perf bstack: --uprobe %s:%s: no function '%s' in %s\n",
+			       ev->binary, ev->function, ev->function, ev->binary);
+		else
+			pr_err("perf bstack: --uprobe %s:%s: cannot attach: %s\n",
+			       ev->binary, ev->function, strerror(-err));
+		return err;
+	}
+	return add_link(link);
+}
+
+static int open_bstack_events(struct target *target)
 {
 	struct perf_cpu_map *cpus;
-	struct evsel *evsel;
-	char msg[BUFSIZ];
-	int err = 0;
+	int i, err = 0;
 
 	cpus = target->cpu_list ? perf_cpu_map__new(target->cpu_list) :
 				  perf_cpu_map__new_online_cpus();
@@ -184,38 +445,16 @@ static int open_sampling_events(struct target *target)
 		pr_err("perf bstack: invalid cpu list '%s'\n", target->cpu_list);
 		return -EINVAL;
 	}
+	for (i = 0; i < nr_events && !err; i++) {
+		struct bstack_source *ev = &events[i];
 
-	links = calloc(sampling->core.nr_entries * perf_cpu_map__nr(cpus), sizeof(*links));
-	if (!links) {
-		err = -ENOMEM;
-		goto out;
+		if (ev->kind == BPF_BSTACK_EVENT_SAMPLE)
+			err = open_sampling_event(ev, i, cpus, target);
+		else if (ev->evsel)
+			err = open_tracepoint(ev, i, cpus, target);
+		else if (ev->kind == BPF_BSTACK_EVENT_UPROBE)
+			err = attach_uprobe(ev, i);
 	}
-
-	evlist__for_each_entry(sampling, evsel) {
-		struct perf_cpu cpu;
-		int i;
-
-		err = evsel__open_per_cpu(evsel, cpus, -1);
-		if (err) {
-			evsel__open_strerror(evsel, target, -err, msg, sizeof(msg));
-			pr_err("perf bstack: cannot open '%s': %s\n", evsel__name(evsel), msg);
-			goto out;
-		}
-		perf_cpu_map__for_each_cpu(cpu, i, cpus) {
-			struct bpf_link *link;
-
-			link = bpf_program__attach_perf_event(skel->progs.on_sample,
-							      FD(evsel, i));
-			if (IS_ERR_OR_NULL(link)) {
-				err = link ? PTR_ERR(link) : -EINVAL;
-				pr_err("perf bstack: cannot attach to '%s' on CPU %d: %s\n",
-				       evsel__name(evsel), cpu.cpu, strerror(-err));
-				goto out;
-			}
-			links[nr_links++] = link;
-		}
-	}
-out:
 	perf_cpu_map__put(cpus);
 	return err;
 }
@@ -302,7 +541,7 @@ static int config_task_filter(struct target *target)
 static int config_skel(struct target *target)
 {
 	struct bpf_bstack_opts *o = &bpf_bstack__opts;
-	int err;
+	int i, err;
 
 	if (o->user_only && o->kernel_only) {
 		pr_err("perf bstack: --user-stack-only and --kernel-stack-only exclude each other\n");
@@ -315,6 +554,12 @@ static int config_skel(struct target *target)
 	err = set_max_stack();
 	if (err)
 		return err;
+
+	for (i = 0; i < nr_events; i++)
+		if (events[i].kind == BPF_BSTACK_EVENT_OFFCPU)
+			skel->bss->offcpu_event = i;
+	/* sched_switch runs for every task switch: only when asked for */
+	bpf_program__set_autoload(skel->progs.on_switch, o->off_cpu);
 
 	skel->data->user_stack = !o->kernel_only;
 	skel->data->user_build_id = !o->ip_stacks;
@@ -394,7 +639,13 @@ static void bstack_cleanup(void)
 	for (i = 0; i < nr_links; i++)
 		bpf_link__destroy(links[i]);
 	zfree(&links);
-	nr_links = 0;
+	nr_links = max_links = 0;
+	for (i = 0; i < nr_events; i++) {
+		zfree(&events[i].binary);
+		zfree(&events[i].function);
+	}
+	nr_events = 0;
+	events_written = false;
 	if (sampling) {
 		evlist__close(sampling);
 		evlist__delete(sampling);
@@ -451,11 +702,11 @@ int bpf_bstack__prepare(struct evlist *evlist, struct target *target,
 		goto out;
 	}
 
-	err = parse_sampling_events();
+	err = parse_bstack_events();
 	if (!err)
 		err = load_skel(target);
 	if (!err)
-		err = open_sampling_events(target);
+		err = open_bstack_events(target);
 	if (!err)
 		err = setup_interval(evlist);
 	if (!err)
@@ -689,6 +940,7 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	rec->pid = key->pid;
 	rec->tid = key->tid;
 	rec->cpu = key->cpu;
+	rec->event = key->event;
 	memcpy(rec->comm, key->comm, sizeof(rec->comm));
 	return write_record(w, key->pid, key->tid, key->cpu, val->last_ns, val->count);
 }
@@ -757,6 +1009,27 @@ static int write_stats(struct bstack_writer *w)
 	return write_record(w, -1, -1, 0, w->now, 0);
 }
 
+/* Name the events, once, before the first count that refers to them */
+static int write_events(struct bstack_writer *w)
+{
+	struct bpf_bstack_rec_event *rec = (void *)w->payload;
+	int i, err;
+
+	for (i = 0; i < nr_events; i++) {
+		memset(rec, 0, sizeof(*rec));
+		bpf_bstack__init_hdr(&rec->hdr, BPF_BSTACK_REC_EVENT, sizeof(*rec));
+		rec->index = i;
+		rec->kind = events[i].kind;
+		memcpy(rec->name, events[i].name, sizeof(rec->name));
+		rec->name[sizeof(rec->name) - 1] = '\0';
+		err = write_record(w, -1, -1, 0, w->now, 0);
+		if (err)
+			return err;
+	}
+	events_written = true;
+	return 0;
+}
+
 /* Stacks already in perf.data are dropped from the kernel maps between drains */
 static void forget_written_stacks(struct bpf_map *map)
 {
@@ -823,7 +1096,10 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 	/* BPF fills the other count map while this one is read */
 	active = skel->bss->active_counts;
 	skel->bss->active_counts = !active;
-	err = drain_counts(w, active ? skel->maps.bstack_counts1 : skel->maps.bstack_counts0);
+	err = events_written ? 0 : write_events(w);
+	if (!err)
+		err = drain_counts(w, active ? skel->maps.bstack_counts1 :
+					       skel->maps.bstack_counts0);
 	if (!err && final)
 		err = drain_counts(w, active ? skel->maps.bstack_counts0 :
 					       skel->maps.bstack_counts1);
@@ -849,22 +1125,30 @@ static double percent(u64 part, u64 total)
 	return total ? 100.0 * part / total : 0.0;
 }
 
-/* with kernel.bpf_stats_enabled=1, what the sampling program cost */
+/* with kernel.bpf_stats_enabled=1, what each program that ran cost */
 static void print_prog_stats(void)
 {
-	struct bpf_prog_info info = {};
-	__u32 len = sizeof(info);
+	struct bpf_program *progs[] = {
+		skel->progs.on_sample, skel->progs.on_tracepoint,
+		skel->progs.on_uprobe, skel->progs.on_switch,
+	};
+	u64 taken = max(last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL);
+	size_t i;
 
-	if (bpf_prog_get_info_by_fd(bpf_program__fd(skel->progs.on_sample), &info, &len) ||
-	    !info.run_cnt)
-		return;
-	/* runs include samples of tasks the filter rejected */
-	fprintf(stderr,
-		"[ perf bstack: BPF program ran %llu times, %llu ns per run, %llu ns per sample taken ]\n",
-		(unsigned long long)info.run_cnt,
-		(unsigned long long)(info.run_time_ns / info.run_cnt),
-		(unsigned long long)(info.run_time_ns /
-				     max(last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL)));
+	for (i = 0; i < ARRAY_SIZE(progs); i++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(progs[i]);
+
+		if (fd < 0 || bpf_prog_get_info_by_fd(fd, &info, &len) || !info.run_cnt)
+			continue;
+		/* runs include hits of tasks the filter rejected */
+		fprintf(stderr,
+			"[ perf bstack: BPF program %s ran %llu times, %llu ns per run, %llu ns per sample taken ]\n",
+			bpf_program__name(progs[i]), (unsigned long long)info.run_cnt,
+			(unsigned long long)(info.run_time_ns / info.run_cnt),
+			(unsigned long long)(info.run_time_ns / taken));
+	}
 }
 
 static void print_summary(void)

@@ -20,6 +20,8 @@
 #include <linux/kernel.h>
 #include <linux/string.h>
 #include <linux/zalloc.h>
+#include <internal/evlist.h>
+#include <internal/evsel.h>
 #include <internal/lib.h>
 
 #include "util/addr_location.h"
@@ -37,6 +39,8 @@
 #include "util/map.h"
 #include "util/sample.h"
 #include "util/session.h"
+#include "util/strbuf.h"
+#include "util/strlist.h"
 #include "util/symbol.h"
 #include "util/synthetic-events.h"
 #include "util/thread.h"
@@ -59,8 +63,11 @@
 /* an address in no map, for frames that cannot be placed: shown as 0x1 */
 #define UNKNOWN_IP	0x1ULL
 
-#define OUT_SAMPLE_TYPES (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | \
-			  PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN)
+#define OUT_SAMPLE_TYPES (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
+			  PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | \
+			  PERF_SAMPLE_CALLCHAIN)
+/* the id of the first output event; event i has OUT_FIRST_ID + i */
+#define OUT_FIRST_ID	1
 
 struct bstack_slot {
 	u8		build_id[BUILD_ID_SIZE];
@@ -86,6 +93,7 @@ struct bstack_conv {
 	int				nr_slots;
 	struct hashmap			*mapped;	/* pid << 16 | slot -> 1 */
 	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
+	struct strlist			*wanted;	/* --event, NULL: all */
 	u64				*chain;
 	union perf_event		*event;
 };
@@ -96,6 +104,8 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 	struct bpf_bstack_summary *sum = c->sum;
 	struct bpf_bstack_rec_stack *stack;
 	struct bpf_bstack_rec_stats *st;
+	struct bpf_bstack_rec_count *cnt;
+	struct bpf_bstack_rec_event *ev;
 	u32 i;
 
 	switch (hdr->type) {
@@ -122,7 +132,8 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 			c->counts = p;
 			c->alloc_counts = n;
 		}
-		memcpy(&c->counts[c->nr_counts++], hdr, sizeof(*c->counts));
+		cnt = memcpy(&c->counts[c->nr_counts++], hdr, sizeof(*c->counts));
+		sum->nr_events = max(sum->nr_events, cnt->event + 1);
 		return 0;
 	case BPF_BSTACK_REC_STATS:
 		/* cumulative: the last drain has them all */
@@ -131,6 +142,16 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 		for (i = 0; i < st->nr && i < BPF_BSTACK_STAT_MAX; i++)
 			sum->stat[i] = st->stat[i];
 		sum->has_stats = true;
+		return 0;
+	case BPF_BSTACK_REC_EVENT:
+		ev = (void *)hdr;
+		/* the first name of an index wins, as for stacks */
+		if (!sum->event[ev->index].declared) {
+			sum->event[ev->index].declared = true;
+			sum->event[ev->index].kind = ev->kind;
+			memcpy(sum->event[ev->index].name, ev->name, sizeof(ev->name));
+		}
+		sum->nr_events = max(sum->nr_events, ev->index + 1);
 		return 0;
 	default:
 		return 0;
@@ -172,7 +193,7 @@ static int write_out(struct bstack_conv *c, const void *buf, size_t size)
 static int write_with_id(struct bstack_conv *c, union perf_event *event, size_t size,
 			 u32 pid, u32 tid, u64 time)
 {
-	struct perf_sample id = { .pid = pid, .tid = tid, .time = time, };
+	struct perf_sample id = { .pid = pid, .tid = tid, .time = time, .id = OUT_FIRST_ID, };
 	int n;
 
 	size = PERF_ALIGN(size, sizeof(u64));
@@ -457,21 +478,28 @@ static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u3
 
 static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
 {
+	struct bpf_bstack_summary_event *ev = &c->sum->event[cnt->event];
 	struct bpf_bstack_rec_stack *kstack, *ustack;
 	struct perf_sample sample = {
+		.id	= ev->id,
 		.pid	= cnt->pid,
 		.tid	= cnt->tid,
 		.cpu	= cnt->cpu,
 		.time	= cnt->last_ns,
 		.period	= cnt->count,
 	};
+	/* off-CPU counts are nanoseconds, not samples */
+	bool hits = ev->kind != BPF_BSTACK_EVENT_OFFCPU;
 	u64 n = 0, i;
 	int err;
 
+	if (!ev->id)
+		return 0;	/* left out by --event */
 	kstack = find_stack(c, cnt->kern_stack, BPF_BSTACK_STACK_KERNEL);
 	ustack = find_stack(c, cnt->user_stack, BPF_BSTACK_STACK_USER);
 	if (!kstack && !ustack) {
-		c->sum->nr_no_stack += cnt->count;
+		if (hits)
+			c->sum->nr_no_stack += cnt->count;
 		return 0;
 	}
 
@@ -506,7 +534,9 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	c->event->header.misc = kstack ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
 	c->event->header.size = perf_event__sample_event_size(&sample, OUT_SAMPLE_TYPES, 0);
 	perf_event__synthesize_sample(c->event, OUT_SAMPLE_TYPES, 0, &sample);
-	c->sum->nr_samples += cnt->count;
+	if (hits)
+		c->sum->nr_samples += cnt->count;
+	ev->total += cnt->count;
 	c->sum->nr_counts++;
 	return write_out(c, c->event, c->event->header.size);
 }
@@ -520,7 +550,7 @@ static int cmp_first_ns(const void *a, const void *b)
 	return 0;
 }
 
-static struct evlist *output_evlist(struct evsel *in)
+static struct evsel *output_evsel(struct evsel *in, struct bpf_bstack_summary_event *ev)
 {
 	struct perf_event_attr attr = {
 		.type		= PERF_TYPE_SOFTWARE,
@@ -532,19 +562,96 @@ static struct evlist *output_evlist(struct evsel *in)
 		.use_clockid	= in->core.attr.use_clockid,
 		.clockid	= in->core.attr.clockid,
 	};
+	struct evsel *evsel = evsel__new(&attr);
+
+	if (!evsel)
+		return NULL;
+	evsel->name = strdup(ev->name);
+	if (!evsel->name || perf_evsel__alloc_id(&evsel->core, 1, 1)) {
+		evsel__delete(evsel);
+		return NULL;
+	}
+	return evsel;
+}
+
+/*
+ * A recording without EVENT records (one sampling event) has all its
+ * counts on event 0; an index no EVENT record names is shown by number.
+ */
+static void name_events(struct bpf_bstack_summary *sum)
+{
+	u32 i;
+
+	if (!sum->nr_events)
+		sum->nr_events = 1;
+	for (i = 0; i < sum->nr_events; i++) {
+		struct bpf_bstack_summary_event *ev = &sum->event[i];
+
+		if (ev->declared)
+			continue;
+		ev->kind = BPF_BSTACK_EVENT_SAMPLE;
+		if (sum->nr_events == 1)
+			snprintf(ev->name, sizeof(ev->name), "%s", BPF_BSTACK_EVENT);
+		else
+			snprintf(ev->name, sizeof(ev->name), "event%u", i);
+	}
+}
+
+/* One output event per recorded event that --event keeps, in index order */
+static struct evlist *output_evlist(struct bstack_conv *c, struct evsel *in)
+{
+	struct bpf_bstack_summary *sum = c->sum;
 	struct evlist *evlist = evlist__new();
-	struct evsel *evsel;
+	u64 id = OUT_FIRST_ID;
+	u32 i;
 
 	if (!evlist)
 		return NULL;
-	evsel = evsel__new(&attr);
-	if (!evsel) {
-		evlist__delete(evlist);
-		return NULL;
+	for (i = 0; i < sum->nr_events; i++) {
+		struct bpf_bstack_summary_event *ev = &sum->event[i];
+		struct evsel *evsel;
+
+		if (c->wanted && !strlist__has_entry(c->wanted, ev->name)) {
+			sum->nr_skipped_events++;
+			continue;
+		}
+		evsel = output_evsel(in, ev);
+		if (!evsel) {
+			evlist__delete(evlist);
+			return NULL;
+		}
+		evlist__add(evlist, evsel);
+		perf_evlist__id_add(&evlist->core, &evsel->core, 0, 0, id);
+		ev->id = id++;
 	}
-	evsel->name = strdup(BPF_BSTACK_EVENT);
-	evlist__add(evlist, evsel);
 	return evlist;
+}
+
+/* --event names that are not in the recording: say which ones are */
+static int check_wanted_events(struct bstack_conv *c, const char *input)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	struct str_node *pos;
+	struct strbuf sb;
+	int err = 0;
+	u32 i;
+
+	if (!c->wanted)
+		return 0;
+	strbuf_init(&sb, 128);
+	for (i = 0; i < sum->nr_events; i++)
+		strbuf_addf(&sb, "%s'%s'", i ? ", " : "", sum->event[i].name);
+	strlist__for_each_entry(pos, c->wanted) {
+		for (i = 0; i < sum->nr_events; i++)
+			if (!strcmp(pos->s, sum->event[i].name))
+				break;
+		if (i == sum->nr_events) {
+			pr_err("bstack: %s has no event '%s'; it has %s\n", input, pos->s, sb.buf);
+			err = -EINVAL;
+		}
+	}
+	strbuf_release(&sb);
+	return err;
 }
 
 /* Keep the header sections that describe the recording machine, like perf inject */
@@ -615,12 +722,17 @@ static void clear_features(struct perf_header *header)
 	perf_header__set_feat(header, HEADER_SAMPLE_TIME);
 }
 
+/* A recording of one sampling event has the summary in its event's name */
 static void set_event_name(struct bstack_conv *c)
 {
 	struct evsel *evsel = evlist__first(c->evlist);
 	const struct bpf_bstack_summary *s = c->sum;
 	u64 lost = bpf_bstack__summary_lost(s);
 	char *name;
+
+	if (s->nr_events != 1 || s->event[0].kind != BPF_BSTACK_EVENT_SAMPLE ||
+	    c->evlist->core.nr_entries != 1)
+		return;
 
 	if (asprintf(&name, "bstack: %" PRIu64 " samples, %" PRIu64 " lost, %.1f%% IP frames",
 		     s->has_stats ? s->stat[BPF_BSTACK_STAT_SAMPLES] : s->nr_samples, lost,
@@ -653,7 +765,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 		       errno == ELOOP ? " (a symbolic link)" : "");
 		return -errno;
 	}
-	c->evlist = output_evlist(evlist__find_evsel_by_str(in_evlist, BPF_BSTACK_EVENT));
+	c->evlist = output_evlist(c, evlist__find_evsel_by_str(in_evlist, BPF_BSTACK_EVENT));
 	c->chain = calloc(2 * BPF_BSTACK_MAX_FRAMES + 3, sizeof(u64));
 	c->event = malloc(PERF_SAMPLE_MAX_SIZE);
 	if (!c->evlist || !c->chain || !c->event) {
@@ -700,7 +812,10 @@ static int write_output(struct bstack_conv *c, const char *output)
 	disable_buildid_cache();	/* never copy files by path: they may be rebuilt */
 	session->header.data_offset = data_offset;
 	session->header.data_size = c->bytes;
+	/* the sample ids are written from session->evlist, the attributes from ours */
+	session->evlist = c->evlist;
 	err = perf_session__inject_header(session, c->evlist, c->fd, &bfc.fc, false);
+	session->evlist = in_evlist;
 	session->header.data_offset = in_data_offset;
 	session->header.data_size = in_data_size;
 out:
@@ -736,6 +851,7 @@ static void conv_free(struct bstack_conv *c)
 		hashmap__free(c->comms);
 	}
 	hashmap__free(c->mapped);
+	strlist__delete(c->wanted);
 	evlist__delete(c->evlist);
 	free(c->counts);
 	free(c->chain);
@@ -765,7 +881,7 @@ static int check_size(struct perf_session *session, const char *input)
 }
 
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			struct bpf_bstack_summary *sum)
+			const char *events, struct bpf_bstack_summary *sum)
 {
 	struct perf_data data = {
 		.path	= input,
@@ -793,6 +909,13 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 		c.stacks = c.slots = c.mapped = c.comms = NULL;
 		conv_free(&c);
 		return -ENOMEM;
+	}
+	if (events) {
+		c.wanted = strlist__new(events, NULL);
+		if (!c.wanted) {
+			conv_free(&c);
+			return -ENOMEM;
+		}
 	}
 
 	c.session = perf_session__new(&data, &c.tool);
@@ -828,7 +951,10 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 		err = -EINVAL;
 		goto out;
 	}
-	err = write_output(&c, output);
+	name_events(sum);
+	err = check_wanted_events(&c, input);
+	if (!err)
+		err = write_output(&c, output);
 out:
 	conv_free(&c);
 	if (c.session)

@@ -30,7 +30,24 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_COUNTS_FULL]	 = "samples lost (counts map full)",
 	[BPF_BSTACK_STAT_USER_FRAMES]	 = "user frames",
 	[BPF_BSTACK_STAT_USER_IP_FRAMES] = "user frames as IP (no build-id)",
+	[BPF_BSTACK_STAT_OFFCPU_LOST]	 = "off-CPU intervals lost (no task storage)",
 };
+
+const char *bpf_bstack__event_kind_name(u32 kind)
+{
+	switch (kind) {
+	case BPF_BSTACK_EVENT_SAMPLE:
+		return "sample";
+	case BPF_BSTACK_EVENT_TRACEPOINT:
+		return "tracepoint";
+	case BPF_BSTACK_EVENT_UPROBE:
+		return "uprobe";
+	case BPF_BSTACK_EVENT_OFFCPU:
+		return "off-cpu";
+	default:
+		return "unknown";
+	}
+}
 
 const char *bpf_bstack__stat_name(int stat)
 {
@@ -120,7 +137,13 @@ static void swap_count(struct bpf_bstack_rec_count *c)
 	c->pid = bswap_32(c->pid);
 	c->tid = bswap_32(c->tid);
 	c->cpu = bswap_32(c->cpu);
-	c->reserved = bswap_32(c->reserved);
+	c->event = bswap_32(c->event);
+}
+
+static void swap_event(struct bpf_bstack_rec_event *e)
+{
+	e->index = bswap_32(e->index);
+	e->kind = bswap_32(e->kind);
 }
 
 static void swap_stats(struct bpf_bstack_rec_stats *s, bool to_host)
@@ -158,6 +181,8 @@ void bpf_bstack__swap(void *rec, bool to_host)
 		swap_count(rec);
 	else if (type == BPF_BSTACK_REC_STATS && size >= sizeof(struct bpf_bstack_rec_stats))
 		swap_stats(rec, to_host);
+	else if (type == BPF_BSTACK_REC_EVENT && size >= sizeof(struct bpf_bstack_rec_event))
+		swap_event(rec);
 
 	if (!to_host)
 		swap_hdr(hdr);
@@ -178,6 +203,18 @@ static int check_stack(const struct bpf_bstack_rec_stack *stack)
 	return 0;
 }
 
+static int check_event(const struct bpf_bstack_rec_event *ev)
+{
+	if (ev->hdr.size != sizeof(*ev) ||
+	    strnlen(ev->name, sizeof(ev->name)) == sizeof(ev->name))
+		return -EBADMSG;
+	if (ev->kind < BPF_BSTACK_EVENT_SAMPLE || ev->kind > BPF_BSTACK_EVENT_OFFCPU)
+		return -ENOTSUP;
+	if (ev->index >= BPF_BSTACK_MAX_EVENTS)
+		return -E2BIG;
+	return 0;
+}
+
 static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 {
 	const struct bpf_bstack_rec_stats *stats;
@@ -186,7 +223,10 @@ static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 	case BPF_BSTACK_REC_STACK:
 		return check_stack((const void *)hdr);
 	case BPF_BSTACK_REC_COUNT:
-		return hdr->size == sizeof(struct bpf_bstack_rec_count) ? 0 : -EBADMSG;
+		if (hdr->size != sizeof(struct bpf_bstack_rec_count))
+			return -EBADMSG;
+		return ((const struct bpf_bstack_rec_count *)hdr)->event < BPF_BSTACK_MAX_EVENTS ?
+		       0 : -E2BIG;
 	case BPF_BSTACK_REC_STATS:
 		stats = (const void *)hdr;
 		if (hdr->size < sizeof(*stats))
@@ -194,6 +234,8 @@ static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 		if (stats->nr > BPF_BSTACK_MAX_STATS)
 			return -E2BIG;
 		return bpf_bstack__stats_size(stats->nr) == hdr->size ? 0 : -EBADMSG;
+	case BPF_BSTACK_REC_EVENT:
+		return check_event((const void *)hdr);
 	default:
 		return -ENOTSUP;
 	}
@@ -253,7 +295,7 @@ const char *bpf_bstack__strerror(int err)
 	case -ENOTSUP:
 		return "unknown record or stack type";
 	case -E2BIG:
-		return "too many frames or counters";
+		return "too many frames, counters or events";
 	case -EINVAL:
 		return "stack without id";
 	case -ENOMEM:

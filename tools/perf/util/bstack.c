@@ -29,7 +29,6 @@
 #include "bpf_skel/bstack.h"
 
 struct bpf_bstack_opts bpf_bstack__opts = {
-	.event		= "cpu-clock",
 	.freq		= 99,
 	.max_stack	= BPF_BSTACK_MAX_STACK,
 	.map_entries	= 16384,

@@ -19,7 +19,10 @@
  *   COUNT  how many samples hit {pid, tid, cpu, comm, user stack, kernel
  *          stack}, with the time of the first and last hit;
  *   STATS  the recorder's counters (samples, lost stacks per cause, IP
- *          fallback frames), cumulative, written at each drain.
+ *          fallback frames), cumulative, written at each drain;
+ *   EVENT  an event stacks were taken at: its index (the event of COUNT
+ *          records), its kind and its name, written once.  A recording
+ *          without EVENT records has one sampling event, index 0.
  *
  * All fields are in the byte order of the recording machine; readers pass
  * needs_swap to bpf_bstack__decode().  See perf.data-file-format.txt.
@@ -48,6 +51,18 @@ enum bpf_bstack_rec_type {
 	BPF_BSTACK_REC_STACK = 1,
 	BPF_BSTACK_REC_COUNT = 2,
 	BPF_BSTACK_REC_STATS = 3,
+	BPF_BSTACK_REC_EVENT = 4,
+};
+
+#define BPF_BSTACK_MAX_EVENTS		64
+#define BPF_BSTACK_EVENT_NAME_LEN	64
+#define BPF_BSTACK_OFFCPU_EVENT		"offcpu-time"
+
+enum bpf_bstack_event_kind {
+	BPF_BSTACK_EVENT_SAMPLE		= 1,	/* a sampling event: counts are samples */
+	BPF_BSTACK_EVENT_TRACEPOINT	= 2,	/* counts are hits */
+	BPF_BSTACK_EVENT_UPROBE		= 3,	/* counts are hits */
+	BPF_BSTACK_EVENT_OFFCPU		= 4,	/* counts are nanoseconds blocked */
 };
 
 enum bpf_bstack_stack_kind {
@@ -81,13 +96,13 @@ struct bpf_bstack_rec_count {
 	struct bpf_bstack_rec_hdr hdr;
 	u64	user_stack;		/* STACK id, 0: none */
 	u64	kern_stack;
-	u64	count;
+	u64	count;		/* samples, hits or ns: see the event's kind */
 	u64	first_ns;		/* CLOCK_MONOTONIC */
 	u64	last_ns;
 	u32	pid;
 	u32	tid;
 	u32	cpu;
-	u32	reserved;
+	u32	event;			/* EVENT index */
 	char	comm[16];
 };
 
@@ -96,6 +111,13 @@ struct bpf_bstack_rec_stats {
 	u32	nr;
 	u32	reserved;
 	u64	stat[];			/* indexed by enum bpf_bstack_stat */
+};
+
+struct bpf_bstack_rec_event {
+	struct bpf_bstack_rec_hdr hdr;
+	u32	index;
+	u32	kind;			/* enum bpf_bstack_event_kind */
+	char	name[BPF_BSTACK_EVENT_NAME_LEN];	/* NUL-terminated */
 };
 
 static inline struct bpf_bstack_frame *
@@ -117,6 +139,7 @@ int bpf_bstack__decode(const void *raw, u32 raw_size, bool needs_swap,
 		       struct bpf_bstack_rec_hdr **rec, void **copy);
 const char *bpf_bstack__strerror(int err);
 const char *bpf_bstack__stat_name(int stat);
+const char *bpf_bstack__event_kind_name(u32 kind);
 bool bpf_bstack__is_event(struct evsel *evsel);
 struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,
 						     struct perf_sample *sample,
@@ -129,8 +152,20 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 			  struct perf_sample *sample, bool check_files);
 void bpf_bstack__mark_summary(void);
 
+/* An event of the recording, and what its counts add up to */
+struct bpf_bstack_summary_event {
+	char		name[BPF_BSTACK_EVENT_NAME_LEN];
+	u32		kind;			/* enum bpf_bstack_event_kind */
+	bool		declared;		/* by an EVENT record */
+	u64		total;			/* samples, hits or ns */
+	u64		id;			/* of its evsel in the converted file */
+};
+
 /* What a report learns about a recording, shown above the report */
 struct bpf_bstack_summary {
+	struct bpf_bstack_summary_event event[BPF_BSTACK_MAX_EVENTS];
+	u32		nr_events;		/* highest index + 1 */
+	u32		nr_skipped_events;	/* left out by --event */
 	u64		stat[BPF_BSTACK_MAX_STATS];	/* the recorder's counters */
 	bool		has_stats;
 	u64		nr_user_stacks;
@@ -150,7 +185,7 @@ struct bpf_bstack_summary {
 };
 
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			struct bpf_bstack_summary *sum);
+			const char *events, struct bpf_bstack_summary *sum);
 void bpf_bstack__summary_add_missing(struct bpf_bstack_summary *sum, const char *sbid,
 				     const char *name);
 u64 bpf_bstack__summary_lost(const struct bpf_bstack_summary *sum);
@@ -159,7 +194,9 @@ void bpf_bstack__summary_exit(struct bpf_bstack_summary *sum);
 
 /* Settings of 'perf record --bstack', filled in by 'perf bstack record' */
 struct bpf_bstack_opts {
-	const char	*event;		/* sampling events, parse_events() syntax */
+	const char	*event;		/* -e: parse_events() syntax, tracepoints too */
+	const char	*uprobes;	/* --uprobe BINARY:FUNCTION,... */
+	bool		off_cpu;
 	u64		freq;
 	u64		period;
 	int		max_stack;

@@ -2,11 +2,13 @@
 /*
  * perf bstack: sample user stacks as (build-id, file offset) frames.
  *
- * Attached to per-CPU sampling events.  Each sample takes the user stack
- * with BPF_F_USER_BUILD_ID and the kernel stack as IPs, stores each stack
- * once in a hash map keyed by a hash of its frames, and counts samples per
- * {pid, tid, cpu, comm, user stack, kernel stack}.  Nothing goes through
- * the perf ring buffer: user space drains the maps into perf.data.
+ * Attached to per-CPU sampling events, to tracepoints and to uprobes,
+ * with the index of the event as attach cookie, and to sched_switch for
+ * off-CPU time.  Each hit takes the user stack with BPF_F_USER_BUILD_ID
+ * and the kernel stack as IPs, stores each stack once in a hash map keyed
+ * by a hash of its frames, and counts hits (or, off-CPU, nanoseconds) per
+ * {event, pid, tid, cpu, comm, user stack, kernel stack}.  Nothing goes
+ * through the perf ring buffer: user space drains the maps into perf.data.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -17,6 +19,8 @@
 #include "bstack.h"
 
 #define CLONE_THREAD	0x10000
+#define TASK_INTERRUPTIBLE	0x0001
+#define TASK_UNINTERRUPTIBLE	0x0002
 
 /* resized from user space before load */
 struct {
@@ -89,6 +93,14 @@ struct {
 	__uint(max_entries, 1);
 } bstack_task_filter SEC(".maps");
 
+/* off-CPU: where and since when each blocked task of interest sleeps */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct bpf_bstack_offcpu);
+} bstack_offcpu SEC(".maps");
+
 /* toggled while running */
 int enabled;
 int active_counts;
@@ -102,6 +114,7 @@ int user_stack = 1;
 int kern_stack = 1;
 int user_build_id = 1;
 __u32 max_frames = BPF_BSTACK_MAX_STACK;
+__u32 offcpu_event;
 
 /*
  * Bytes of max_frames frames.  The mask keeps the bound visible to the
@@ -237,10 +250,10 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 	return h;
 }
 
-static __always_inline void count_sample(void *counts, struct bpf_bstack_key *key,
-					 struct bpf_bstack_stats *stats)
+static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
+				      struct bpf_bstack_stats *stats, __u64 weight)
 {
-	struct bpf_bstack_count *val, init = { .count = 1, };
+	struct bpf_bstack_count *val, init = { .count = weight, };
 	__u64 now = bpf_ktime_get_ns();
 	long err;
 
@@ -261,14 +274,43 @@ static __always_inline void count_sample(void *counts, struct bpf_bstack_key *ke
 			return;
 		}
 	}
-	__sync_fetch_and_add(&val->count, 1);
+	__sync_fetch_and_add(&val->count, weight);
 	val->last_ns = now;
 }
 
-SEC("perf_event")
-int on_sample(void *ctx)
+static __always_inline void count_key(struct bpf_bstack_key *key,
+				      struct bpf_bstack_stats *stats, __u64 weight)
 {
-	struct bpf_bstack_key key = {};
+	if (active_counts)
+		count_hit(&bstack_counts1, key, stats, weight);
+	else
+		count_hit(&bstack_counts0, key, stats, weight);
+}
+
+/*
+ * The stacks of the current task into key, each stored once; the first
+ * kern_skip kernel frames are the BPF machinery's.
+ */
+static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
+					struct bpf_bstack_stats *stats, __u64 kern_skip)
+{
+	if (user_stack && user_build_id)
+		key->user_stack = store_user_stack(ctx, stats);
+	else if (user_stack)
+		key->user_stack = store_ip_stack(ctx, stats, &bstack_user_ip_stacks,
+						 BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
+						 BPF_BSTACK_STAT_USER_FULL);
+	if (kern_stack)
+		key->kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks,
+						 kern_skip & BPF_F_SKIP_FIELD_MASK,
+						 BPF_BSTACK_STAT_KERN_ERR,
+						 BPF_BSTACK_STAT_KERN_FULL);
+}
+
+/* A hit of event number 'event' in the current task */
+static __always_inline int take_hit(void *ctx, __u32 event)
+{
+	struct bpf_bstack_key key = { .event = event, };
 	struct bpf_bstack_stats *stats;
 	__u64 pid_tgid;
 	__u32 zero = 0;
@@ -284,22 +326,99 @@ int on_sample(void *ctx)
 	key.tid = (__u32)pid_tgid;
 	key.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
+	take_stacks(ctx, &key, stats, 0);
+	count_key(&key, stats, 1);
+	return 0;
+}
 
-	if (user_stack && user_build_id)
-		key.user_stack = store_user_stack(ctx, stats);
-	else if (user_stack)
-		key.user_stack = store_ip_stack(ctx, stats, &bstack_user_ip_stacks,
-						BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
-						BPF_BSTACK_STAT_USER_FULL);
-	if (kern_stack)
-		key.kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks, 0,
-						BPF_BSTACK_STAT_KERN_ERR,
-						BPF_BSTACK_STAT_KERN_FULL);
+SEC("perf_event")
+int on_sample(void *ctx)
+{
+	return take_hit(ctx, bpf_get_attach_cookie(ctx));
+}
 
-	if (active_counts)
-		count_sample(&bstack_counts1, &key, stats);
-	else
-		count_sample(&bstack_counts0, &key, stats);
+/* attached by user space to each tracepoint of -e */
+SEC("tracepoint")
+int on_tracepoint(void *ctx)
+{
+	take_hit(ctx, bpf_get_attach_cookie(ctx));
+	return 0;	/* the perf event of the tracepoint records nothing */
+}
+
+/* attached to --uprobe functions and to the uprobe events of perf probe */
+SEC("uprobe")
+int on_uprobe(struct pt_regs *ctx)
+{
+	take_hit(ctx, bpf_get_attach_cookie(ctx));
+	return 0;
+}
+
+/* perf's minimal vmlinux.h has no task state: name the field for CO-RE */
+struct task_struct___state {
+	long __state;
+} __attribute__((preserve_access_index));
+
+/* Going off-CPU blocked: remember the stacks (those of current) and when */
+static __always_inline void offcpu_start(void *ctx, struct task_struct *prev, __u64 now)
+{
+	struct bpf_bstack_key key = {};
+	struct bpf_bstack_stats *stats;
+	struct bpf_bstack_offcpu *oc;
+	__u32 zero = 0;
+	long state = BPF_CORE_READ((struct task_struct___state *)prev, __state);
+
+	if (!(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)) || !task_selected())
+		return;
+	stats = bpf_map_lookup_elem(&bstack_stats, &zero);
+	oc = bpf_task_storage_get(&bstack_offcpu, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!oc) {
+		stat_inc(stats, BPF_BSTACK_STAT_OFFCPU_LOST, 1);
+		return;
+	}
+	/* the program and bpf_trace_run4() */
+	take_stacks(ctx, &key, stats, 2);
+	oc->user_stack = key.user_stack;
+	oc->kern_stack = key.kern_stack;
+	oc->start_ns = now;
+}
+
+/* Coming back: count the time blocked on the stacks it blocked with */
+static __always_inline void offcpu_end(struct task_struct *next, __u64 now)
+{
+	struct bpf_bstack_key key = { .event = offcpu_event, };
+	struct bpf_bstack_stats *stats;
+	struct bpf_bstack_offcpu *oc;
+	__u32 zero = 0;
+
+	oc = bpf_task_storage_get(&bstack_offcpu, next, NULL, 0);
+	if (!oc || !oc->start_ns)
+		return;
+	stats = bpf_map_lookup_elem(&bstack_stats, &zero);
+	stat_inc(stats, BPF_BSTACK_STAT_SAMPLES, 1);
+	key.user_stack = oc->user_stack;
+	key.kern_stack = oc->kern_stack;
+	key.pid = BPF_CORE_READ(next, tgid);
+	key.tid = BPF_CORE_READ(next, pid);
+	key.cpu = bpf_get_smp_processor_id();
+	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);
+	if (key.user_stack || key.kern_stack)
+		count_key(&key, stats, now - oc->start_ns);
+	oc->start_ns = 0;
+}
+
+/* --off-cpu, as perf record --off-cpu: prev is still current here */
+SEC("tp_btf/sched_switch")
+int on_switch(u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	__u64 now;
+
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	offcpu_start(ctx, prev, now);
+	offcpu_end(next, now);
 	return 0;
 }
 

@@ -26,6 +26,7 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_COUNTS_FULL,	/* counts map full: sample lost */
 	BPF_BSTACK_STAT_USER_FRAMES,	/* user frames captured */
 	BPF_BSTACK_STAT_USER_IP_FRAMES,	/* of which came back as IPs */
+	BPF_BSTACK_STAT_OFFCPU_LOST,	/* no task storage: off-CPU time lost */
 	BPF_BSTACK_STAT_MAX,
 };
 
@@ -33,21 +34,32 @@ struct bpf_bstack_stats {
 	__u64 stat[BPF_BSTACK_STAT_MAX];
 };
 
-/* One count per unique {pid, tid, cpu, comm, user stack, kernel stack} */
+/*
+ * One count per unique {event, pid, tid, cpu, comm, user stack, kernel
+ * stack}.  The event is the index user space gave the event as its BPF
+ * attach cookie.
+ */
 struct bpf_bstack_key {
 	__u64 user_stack;		/* hash of the user stack, 0: none */
 	__u64 kern_stack;		/* hash of the kernel stack, 0: none */
 	__u32 pid;
 	__u32 tid;
 	__u32 cpu;
-	__u32 reserved;
+	__u32 event;
 	char comm[BPF_BSTACK_COMM_LEN];
 };
 
 struct bpf_bstack_count {
-	__u64 count;
+	__u64 count;			/* hits, or ns off-CPU */
 	__u64 first_ns;			/* bpf_ktime_get_ns() of the first hit */
 	__u64 last_ns;			/* ... and of the last one */
+};
+
+/* An off-CPU task: the stacks it blocked with, and since when */
+struct bpf_bstack_offcpu {
+	__u64 start_ns;			/* 0: not blocked */
+	__u64 user_stack;
+	__u64 kern_stack;
 };
 
 /* Values of the stack maps; the maps are sized to --max-stack frames */
