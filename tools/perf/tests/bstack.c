@@ -51,8 +51,21 @@ static struct bpf_bstack_rec_count *make_count(void)
 	c->pid = 1234;
 	c->tid = 1235;
 	c->cpu = 1;
+	c->event = 3;
 	memcpy(c->comm, "bstack_child", sizeof("bstack_child"));
 	return c;
+}
+
+static struct bpf_bstack_rec_event *make_event(void)
+{
+	struct bpf_bstack_rec_event *ev = (void *)buf;
+
+	memset(buf, 0, sizeof(buf));
+	bpf_bstack__init_hdr(&ev->hdr, BPF_BSTACK_REC_EVENT, sizeof(*ev));
+	ev->index = 3;
+	ev->kind = BPF_BSTACK_EVENT_OFFCPU;
+	memcpy(ev->name, BPF_BSTACK_OFFCPU_EVENT, sizeof(BPF_BSTACK_OFFCPU_EVENT));
+	return ev;
 }
 
 static struct bpf_bstack_rec_stats *make_stats(void)
@@ -131,6 +144,10 @@ static int test__bstack_payload_roundtrip(struct test_suite *test __maybe_unused
 	if (round_trip("count") != TEST_OK)
 		return TEST_FAIL;
 
+	make_event();
+	if (round_trip("event") != TEST_OK)
+		return TEST_FAIL;
+
 	make_stats();
 	return round_trip("stats");
 }
@@ -140,6 +157,7 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 {
 	struct bpf_bstack_rec_stack *s;
 	struct bpf_bstack_rec_count *c;
+	struct bpf_bstack_rec_event *ev;
 	struct bpf_bstack_rec_stats *st;
 
 	s = make_user_stack();
@@ -192,6 +210,26 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 	c->hdr.size += 8;
 	TEST_ASSERT_VAL("count of the wrong size",
 			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	c = make_count();
+	c->event = BPF_BSTACK_MAX_EVENTS;	/* an index past the event table */
+	TEST_ASSERT_VAL("count of an impossible event",
+			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
+
+	ev = make_event();
+	memset(ev->name, 'x', sizeof(ev->name));	/* no NUL */
+	TEST_ASSERT_VAL("event name without its end",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	ev = make_event();
+	ev->kind = 9;
+	TEST_ASSERT_VAL("unknown event kind",
+			expect_error(-ENOTSUP, sizeof(buf), false) == TEST_OK);
+
+	ev = make_event();
+	ev->index = BPF_BSTACK_MAX_EVENTS;
+	TEST_ASSERT_VAL("event index past the table",
+			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
 
 	st = make_stats();
 	st->nr = 1000;

@@ -1,0 +1,145 @@
+#!/bin/bash
+# perf bstack record -e tracepoints, uprobes and off-CPU time (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+#
+# A workload that calls a function an exact number of times, forks and
+# execs children from known functions and sleeps in a known function.
+# Each event's stacks must resolve to those functions after the workload's
+# binary is deleted, through the build-id cache alone.
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack events test"
+cache=$tmp/cache
+calls=1234
+children=3
+sleep_ms=500
+group=bstack_test$$
+
+bstack_test_cleanup() {
+	perf probe -q -d "$group:*" 2> /dev/null
+}
+
+bstack_build_workload "$tmp" || exit 1
+bin=$tmp/bstack_events
+uprobe="uprobe:bstack_events:bstack_events_target"
+
+# the sum of the counts of the folded lines matching $2 in file $1
+folded_sum() {
+	grep -E "$2" "$1" | awk '{ n += $NF } END { print n + 0 }'
+}
+
+echo "Recording tracepoints, a uprobe and off-CPU time of the workload"
+perf --buildid-dir "$cache" bstack record -q -o "$tmp/ev.data" \
+	-e syscalls:sys_enter_execve -e sched:sched_process_fork \
+	--uprobe "$bin:bstack_events_target" --off-cpu -- \
+	"$bin" $calls $children $sleep_ms > "$tmp/rec.out" 2>&1 ||
+	{ fail "record: $(tail -1 "$tmp/rec.out")"; exit 1; }
+cp "$bin" "$tmp/bstack_events.kept"
+rm "$bin"	# from here on, only the build-id cache has it
+perf --buildid-dir "$cache" bstack report -i "$tmp/ev.data" --folded > "$tmp/folded" 2>&1 ||
+	fail "report --folded: $(tail -1 "$tmp/folded")"
+
+test_uprobe() {
+	echo "a uprobe counts each of the $calls calls, with its callers"
+	n=$(folded_sum "$tmp/folded" \
+	    "^$uprobe;bstack_events;.*;main;bstack_events_caller;bstack_events_target ")
+	[ "$n" = $calls ] || fail "uprobe: $n hits from bstack_events_caller, not $calls"
+	n=$(folded_sum "$tmp/folded" "^$uprobe;")
+	[ "$n" = $calls ] || fail "uprobe: $n hits in all, not $calls"
+}
+
+test_execve() {
+	echo "sys_enter_execve is taken in each child, at the exec site"
+	site="main;bstack_events_fork_site;bstack_events_exec_site"
+	n=$(folded_sum "$tmp/folded" "^syscalls:sys_enter_execve;bstack_events;.*;$site;")
+	[ "$n" = $children ] || fail "execve: $n stacks from bstack_events_exec_site, not $children"
+}
+
+test_fork() {
+	echo "sched_process_fork is taken in the parent, at the fork site"
+	n=$(folded_sum "$tmp/folded" \
+	    "^sched:sched_process_fork;bstack_events;.*;main;bstack_events_fork_site;")
+	[ "$n" = $children ] || fail "fork: $n stacks from bstack_events_fork_site, not $children"
+}
+
+test_off_cpu() {
+	echo "off-CPU time: the sleeping thread's ${sleep_ms} ms, in nanoseconds"
+	ns=$(folded_sum "$tmp/folded" \
+	     "^offcpu-time;bstack_events;.*;bstack_events_sleeper;bstack_events_sleep_site;")
+	# blocked at least as long as asked, and woken up within as long again
+	if [ "$ns" -lt $((sleep_ms * 1000000)) ] || [ "$ns" -gt $((2 * sleep_ms * 1000000)) ]; then
+		fail "off-CPU: $ns ns in bstack_events_sleep_site, not about ${sleep_ms} ms"
+	fi
+}
+
+test_report_event() {
+	echo "report --event keeps one event, and names those there are when it is not one"
+	perf --buildid-dir "$cache" bstack report -i "$tmp/ev.data" --stdio \
+		--event "$uprobe" > "$tmp/one" 2>&1 || fail "report --event: exit $?"
+	grep -q "of event '$uprobe'" "$tmp/one" || fail "report --event: no $uprobe section"
+	grep -q "of event 'offcpu-time'" "$tmp/one" && fail "report --event: other events shown"
+	grep -q 'bstack_events_target' "$tmp/one" || fail "report --event: the uprobe's stacks"
+	if perf --buildid-dir "$cache" bstack report -i "$tmp/ev.data" --stdio \
+		--event sched:no_such_event > "$tmp/none" 2>&1; then
+		fail "report --event of a missing event succeeded"
+	fi
+	grep -q "no event 'sched:no_such_event'; it has .*'offcpu-time'" "$tmp/none" ||
+		fail "report --event of a missing event: $(head -1 "$tmp/none")"
+}
+
+test_perf_probe() {
+	echo "a uprobe made by perf probe, given with -e, counts each call"
+	cp "$tmp/bstack_events.kept" "$bin"
+	if ! perf probe -q -x "$bin" -a "$group:target=bstack_events_target" \
+		2> "$tmp/probe.err"; then
+		fail "perf probe: $(head -1 "$tmp/probe.err")"
+		return
+	fi
+	perf --buildid-dir "$cache" bstack record -q -o "$tmp/probe.data" -e "$group:target" -- \
+		"$bin" $calls 0 1 > "$tmp/rec.out" 2>&1 ||
+		{ fail "record -e $group:target: $(tail -1 "$tmp/rec.out")"; return; }
+	perf --buildid-dir "$cache" bstack report -i "$tmp/probe.data" --folded \
+		> "$tmp/probe.folded" 2>&1
+	n=$(folded_sum "$tmp/probe.folded" "bstack_events_caller;bstack_events_target ")
+	[ "$n" = $calls ] || fail "-e $group:target: $n hits, not $calls"
+	perf probe -q -d "$group:*"
+}
+
+# $1 what, $2 the message expected, then the record options
+test_bad_event() {
+	what=$1 msg=$2
+	shift 2
+	echo "$what: a clear error"
+	if perf --buildid-dir "$cache" bstack record -o "$tmp/bad.data" "$@" -- true \
+		> "$tmp/bad.out" 2>&1; then
+		fail "$what: record succeeded"
+	fi
+	grep -q -- "$msg" "$tmp/bad.out" || fail "$what: $(grep -v '^ *$' "$tmp/bad.out" | head -2)"
+}
+
+test_uprobe
+test_execve
+test_fork
+test_off_cpu
+test_report_event
+test_perf_probe
+test_bad_event "an unknown tracepoint" "cannot use event 'sched:no_such_tracepoint'" \
+	-e sched:no_such_tracepoint
+test_bad_event "a tracepoint group this kernel lacks" "cannot use event 'no_such_group:x'" \
+	-e no_such_group:x
+test_bad_event "a uprobe on a missing function" \
+	"no function 'no_such_function' in $tmp/bstack_events.kept" \
+	--uprobe "$tmp/bstack_events.kept:no_such_function"
+test_bad_event "a uprobe on a missing binary" "cannot read $tmp/missing" \
+	--uprobe "$tmp/missing:main"
+test_bad_event "a uprobe without a function" "give it as BINARY:FUNCTION" \
+	--uprobe "$tmp/bstack_events.kept"
+
+[ $err = 0 ] && echo "perf bstack events test [Success]"
+exit $err
