@@ -343,10 +343,11 @@ def write_results(opts, sizes, repeats, results, exit_times, rep_b, rep_g,
     target("≥ 0.95× the samples perf record -a takes of the churn target",
            "%d / %d = %s" % (n_b, n_a, fmt_ratio(x)), x is not None and x >= 0.95)
     w("")
-    # keep the results of bench/stress.py
+    # keep the results of bench/events.py and bench/stress.py
     old = open(opts.out).read() if os.path.exists(opts.out) else ""
-    stress = old[old.index("## Stress"):] if "## Stress" in old else ""
-    open(opts.out, "w").write("\n".join(out) + "\n" + ("\n" + stress if stress else ""))
+    kept = [old.index(s) for s in ("## Events", "## Stress") if s in old]
+    rest = old[min(kept):] if kept else ""
+    open(opts.out, "w").write("\n".join(out) + "\n" + ("\n" + rest if rest else ""))
     print("bench: wrote %s" % opts.out)
 
 

@@ -5,6 +5,8 @@
  *   bench_work churn   N  N fork+exec of bench_child (a short-lived binary)
  *   bench_work dlopen  N  N dlopen/call/dlclose of libbench.so
  *   bench_work threads N  two threads of nested functions, N rounds each
+ *   bench_work events  N  N calls of bench_event(), each a getppid() system
+ *                         call: hits for a uprobe and for a tracepoint
  * At exit it prints its own cost: "bench: wall S cpu S" (children included).
  */
 #include <dlfcn.h>
@@ -15,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 static char dir[4096];
@@ -96,6 +99,21 @@ static void run_dlopen(long n)
 	}
 }
 
+/* the uprobe target; its system call is the tracepoint's hit */
+void bench_event(unsigned long i)
+{
+	asm volatile("" : : "r"(i) : "memory");
+	syscall(SYS_getppid);
+}
+
+static void run_events(long n)
+{
+	long i;
+
+	for (i = 0; i < n; i++)
+		bench_event(i);
+}
+
 static double seconds(struct timeval tv)
 {
 	return tv.tv_sec + tv.tv_usec / 1e6;
@@ -109,7 +127,7 @@ int main(int argc, char **argv)
 	long n;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s cpu|churn|dlopen|threads N\n", argv[0]);
+		fprintf(stderr, "usage: %s cpu|churn|dlopen|threads|events N\n", argv[0]);
 		return 2;
 	}
 	snprintf(dir, sizeof(dir), "%s", argv[0]);
@@ -129,6 +147,8 @@ int main(int argc, char **argv)
 		run_dlopen(n);
 	else if (!strcmp(argv[1], "threads"))
 		run_threads(n);
+	else if (!strcmp(argv[1], "events"))
+		run_events(n);
 	else
 		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""perf bstack at tracepoints and uprobes: cost per event and events kept.
+
+  python3 bench/events.py [--smoke] [--repeats N] [--events N] [--out bench/RESULTS.md]
+
+The workload (`bench_work events N`) calls bench_event() N times, each
+call a getppid() system call: N uprobe hits, N sys_enter_getppid hits.
+Profilers, interleaved: none; perf record -g on the tracepoint (perf's own
+stacks, through the ring buffer); perf bstack record -e the tracepoint,
+and --uprobe bench_event, each with build-id stacks and with --ip-stacks
+(the same program with a plain stack of IPs, the cost floor).  Measured:
+the BPF program's ns per event (kernel.bpf_stats_enabled), the slowdown
+of the workload, how many of the N events each recorder kept, and the
+size of what it wrote.
+Writes the "## Events" section of RESULTS.md and keeps the others.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERF = os.path.join(TOP, "perf")
+BUILD = os.path.join(TOP, "build", "bench")
+TP = "syscalls:sys_enter_getppid"
+
+
+def profilers():
+    uprobe = "%s/bench_work:bench_event" % BUILD
+    return {
+        "none": None,
+        "record -g, tracepoint": ["record", "-e", TP, "-g"],
+        "bstack, tracepoint": ["bstack", "record", "-e", TP],
+        "bstack --ip-stacks, tracepoint": ["bstack", "record", "-e", TP, "--ip-stacks"],
+        "bstack, uprobe": ["bstack", "record", "--uprobe", uprobe],
+        "bstack --ip-stacks, uprobe": ["bstack", "record", "--uprobe", uprobe, "--ip-stacks"],
+    }
+
+
+def sh(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def build_workloads():
+    r = sh(["make", "-s", "-C", os.path.join(TOP, "bench", "workloads"), "OUT=" + BUILD])
+    if r.returncode:
+        sys.exit("bench: building the workloads failed:\n" + r.stderr)
+
+
+def kept_by_record(data):
+    """Samples perf record wrote, and the events it says it lost."""
+    r = sh([PERF, "report", "--stats", "-i", data])
+    samples = lost = 0
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0] == "SAMPLE" and f[1] == "events:":
+            samples = int(f[2])
+        elif len(f) >= 3 and f[0] in ("LOST", "LOST_SAMPLES") and f[1] == "events:":
+            lost += int(f[2])
+    return samples, lost
+
+
+def kept_by_bstack(err):
+    """Hits the BPF program counted, and those it lost (maps full, stacks lost)."""
+    m = re.search(r"\[ perf bstack: (\d+) samples", err)
+    hits = int(m.group(1)) if m else 0
+    m = re.search(r"lost (\d+) samples \(counts map full\), (\d+) user stacks .*?, "
+                  r"(\d+) kernel stacks", err)
+    lost = sum(int(g) for g in m.groups()) if m else 0
+    return hits, lost
+
+
+def run_once(name, args, n, data):
+    cmd = [os.path.join(BUILD, "bench_work"), "events", str(n)]
+    if args is not None:
+        cmd = [PERF] + args + ["-o", data, "--"] + cmd
+    r = sh(cmd)
+    if r.returncode:
+        sys.exit("bench: %s failed:\n%s" % (" ".join(cmd), r.stderr[-2000:]))
+    m = re.search(r"bench: wall ([\d.]+) cpu ([\d.]+)", r.stderr)
+    res = {"wall": float(m.group(1))}
+    if args is None:
+        return res
+    res["bytes"] = os.path.getsize(data)
+    if args[0] == "record":
+        res["kept"], res["lost"] = kept_by_record(data)
+    else:
+        res["kept"], res["lost"] = kept_by_bstack(r.stderr)
+        m = re.search(r"BPF program \S+ ran \d+ times, (\d+) ns per run", r.stderr)
+        res["bpf_ns"] = int(m.group(1)) if m else None
+    return res
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v, digits=0):
+    return "n/a" if v is None else "%.*f" % (digits, v)
+
+
+def write_results(path, n, repeats, results):
+    w = []
+    w.append("## Events\n")
+    w.append("`python3 bench/events.py`: `bench_work events %d` (%d calls of bench_event(), "
+             "each a getppid() system call), medians of %d interleaved runs; "
+             "kernel.bpf_stats_enabled=1. \"ns/event\" is the BPF program's run time "
+             "per hit; --ip-stacks is the same program with a plain stack of IPs "
+             "instead of build-id frames. \"kept\" is the events the recording holds, "
+             "of %d.\n" % (n, n, repeats, n))
+    w.append("| profiler | workload wall s | slowdown | BPF ns/event | vs --ip-stacks "
+             "| events/s | kept | lost (counted) | perf.data bytes |")
+    w.append("|---|---|---|---|---|---|---|---|---|")
+    base = med([r["wall"] for r in results["none"]])
+    for name, rs in results.items():
+        wall = med([r["wall"] for r in rs])
+        ns = med([r.get("bpf_ns") for r in rs])
+        floor_name = name.replace("bstack, ", "bstack --ip-stacks, ")
+        floor = med([r.get("bpf_ns") for r in results.get(floor_name, [])]) \
+            if floor_name != name else None
+        w.append("| %s | %.3f | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, wall, "%.2f×" % (wall / base) if base else "n/a", fmt(ns),
+            "%.2f×" % (ns / floor) if ns and floor else "",
+            fmt(n / wall) if wall else "n/a",
+            fmt(med([r.get("kept") for r in rs])) if name != "none" else "",
+            fmt(med([r.get("lost") for r in rs])) if name != "none" else "",
+            fmt(med([r.get("bytes") for r in rs])) if name != "none" else ""))
+    w.append("")
+    old = open(path).read() if os.path.exists(path) else ""
+    section = "\n".join(w) + "\n"
+    if "## Events" in old:
+        start = old.index("## Events")
+        end = old.find("\n## ", start + 1)
+        new = old[:start] + section + (old[end + 1:] if end >= 0 else "")
+    elif "## Stress" in old:
+        i = old.index("## Stress")
+        new = old[:i] + section + "\n" + old[i:]
+    else:
+        new = old + "\n" + section
+    open(path, "w").write(new)
+    print("bench: wrote %s" % path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true", help="few events, one repeat")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--events", type=int, default=200000)
+    ap.add_argument("--out", default=os.path.join(TOP, "bench", "RESULTS.md"))
+    opts = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: needs root (BPF, tracepoints, uprobes)")
+    n = 2000 if opts.smoke else opts.events
+    repeats = 1 if opts.smoke else opts.repeats
+    build_workloads()
+
+    stats_path = "/proc/sys/kernel/bpf_stats_enabled"
+    old_stats = open(stats_path).read().strip()
+    open(stats_path, "w").write("1")
+    tmp = tempfile.mkdtemp(prefix="perf-bstack-events.")
+    results = {}
+    try:
+        for _ in range(repeats):
+            for name, args in profilers().items():
+                data = os.path.join(tmp, "events.data")
+                results.setdefault(name, []).append(run_once(name, args, n, data))
+        write_results(opts.out, n, repeats, results)
+    finally:
+        open(stats_path, "w").write(old_stats)
+        subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()
