@@ -74,6 +74,18 @@ else
 	fail=$((fail + 1))
 fi
 
+# bench/events.py works, and every bstack recorder kept all 2000 events
+smoke=$build/RESULTS-events-smoke.md
+rm -f "$smoke"
+if out=$(python3 "$top/bench/events.py" --smoke --out "$smoke" 2>&1) &&
+   [ "$(grep -cE '^\| (none|record -g|bstack)' "$smoke")" = 6 ] &&
+   [ "$(grep -E '^\| bstack' "$smoke" | awk -F'|' '$8 + 0 == 2000' | wc -l)" = 4 ]; then
+	pass=$((pass + 1))
+else
+	echo "bench events smoke run failed: $out"
+	fail=$((fail + 1))
+fi
+
 # the payload decoder under libFuzzer, ASan and UBSan, briefly
 if out=$("$top/scripts/fuzz.sh" 15 2>&1) && echo "$out" | grep -q '^Done [0-9]* runs'; then
 	pass=$((pass + 1))
