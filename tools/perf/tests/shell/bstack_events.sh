@@ -23,6 +23,7 @@ group=bstack_test$$
 
 bstack_test_cleanup() {
 	perf probe -q -d "$group:*" 2> /dev/null
+	tmux -L "bstack$$" kill-server 2> /dev/null
 }
 
 bstack_build_workload "$tmp" || exit 1
@@ -93,6 +94,25 @@ test_report_event() {
 		fail "report --event of a missing event: $(head -1 "$tmp/none")"
 }
 
+test_tui_events() {
+	echo "the TUI opens on the list of the recorded events"
+	tmux -L "bstack$$" new-session -d -s tui -x 200 -y 50 \
+		"$(command -v perf) --buildid-dir $cache bstack report -i $tmp/ev.data; sleep 90" ||
+		{ fail "tmux"; return; }
+	for _ in $(seq 120); do	# 60 s: an ASan perf is slow to start
+		sleep 0.5
+		tmux -L "bstack$$" capture-pane -p -t tui > "$tmp/tui"
+		grep -q 'offcpu-time' "$tmp/tui" && break
+		if grep -q 'Press any key' "$tmp/tui"; then
+			tmux -L "bstack$$" send-keys -t tui Escape
+		fi
+	done
+	tmux -L "bstack$$" kill-server
+	for ev in syscalls:sys_enter_execve sched:sched_process_fork "$uprobe" offcpu-time; do
+		grep -q "$ev" "$tmp/tui" || fail "TUI: $ev not in the list of events"
+	done
+}
+
 test_perf_probe() {
 	echo "a uprobe made by perf probe, given with -e, counts each call"
 	cp "$tmp/bstack_events.kept" "$bin"
@@ -128,6 +148,7 @@ test_execve
 test_fork
 test_off_cpu
 test_report_event
+test_tui_events
 test_perf_probe
 test_bad_event "an unknown tracepoint" "cannot use event 'sched:no_such_tracepoint'" \
 	-e sched:no_such_tracepoint
