@@ -5,7 +5,8 @@
 # upstream tree: one commit per line of patches/series (the patch's diff
 # to upstream files plus the new files it lists), into build/series/.
 # Then check that the series applies with 'git am' to the pristine tree
-# and that each patch is checkpatch-clean.
+# and that each patch is checkpatch-clean.  The kernel patches
+# (patches/kernel) are checked the same way, into build/series/kernel/.
 set -e
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,4 +100,34 @@ for p in "$out"/*.patch; do
 	fi
 done
 echo "  SERIES  $(ls "$out" | wc -l) patches in build/series (git am: ok, checkpatch: $([ $bad = 0 ] && echo clean || echo ERRORS))"
+
+# The kernel series (patches/kernel): it must apply with git am to the
+# files it touches, taken from the same linux-source-6.12 tarball
+kpatches=$(ls "$top"/patches/kernel/*.patch 2> /dev/null || true)
+[ -n "$kpatches" ] || exit $bad
+tarball=${TARBALL:-/usr/src/linux-source-6.12.tar.xz}
+kout=$out/kernel
+ktree=$build/series-kernel
+rm -rf "$ktree"
+mkdir -p "$ktree" "$kout"
+# shellcheck disable=SC2086
+kfiles=$(sed -n 's|^--- a/\([^	]*\).*|linux-source-6.12/\1|p' $kpatches | sort -u)
+# shellcheck disable=SC2086
+tar -xJf "$tarball" -C "$ktree" --strip-components=1 $kfiles
+git -C "$ktree" init -q
+git -C "$ktree" add -A
+git_q "$ktree" commit -q -m "linux-source-6.12: the files the kernel patches touch"
+for p in $kpatches; do
+	cp "$p" "$kout/"
+	if ! git_q "$ktree" am -q "$p"; then
+		echo "error: patches/kernel/$(basename "$p") does not apply" >&2
+		exit 1
+	fi
+	if ! res=$(perl "$git_tree/scripts/checkpatch.pl" --no-tree --terse "$p" 2>&1); then
+		echo "$res"
+		bad=1
+	fi
+done
+rm -rf "$ktree"
+echo "  SERIES  $(ls "$kout" | wc -l) kernel patches in build/series/kernel (git am: ok, checkpatch: $([ $bad = 0 ] && echo clean || echo ERRORS))"
 exit $bad
