@@ -193,13 +193,17 @@ static void script_stack(struct bpf_bstack_rec_stack *stack)
 {
 	u32 i;
 
+	bool frames = stack->kind == BPF_BSTACK_STACK_USER ||
+		      stack->kind == BPF_BSTACK_STACK_KERNEL_BID;
+
 	printf("STACK %016" PRIx64 " %s %u\n", stack->id,
 	       stack->kind == BPF_BSTACK_STACK_USER ? "user" :
-	       stack->kind == BPF_BSTACK_STACK_USER_IP ? "user-ip" : "kernel", stack->nr);
+	       stack->kind == BPF_BSTACK_STACK_USER_IP ? "user-ip" :
+	       stack->kind == BPF_BSTACK_STACK_KERNEL_BID ? "kernel-bid" : "kernel", stack->nr);
 	for (i = 0; i < stack->nr; i++) {
 		struct bpf_bstack_frame *f = &bpf_bstack__user_frames(stack)[i];
 
-		if (stack->kind != BPF_BSTACK_STACK_USER) {
+		if (!frames) {
 			printf("  IP %#" PRIx64 "\n", bpf_bstack__kernel_ips(stack)[i]);
 			continue;
 		}

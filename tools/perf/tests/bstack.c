@@ -140,6 +140,11 @@ static int test__bstack_payload_roundtrip(struct test_suite *test __maybe_unused
 	if (round_trip("kernel stack") != TEST_OK)
 		return TEST_FAIL;
 
+	s = make_user_stack();
+	s->kind = BPF_BSTACK_STACK_KERNEL_BID;	/* the same frames, of the kernel */
+	if (round_trip("kernel stack of build-id frames") != TEST_OK)
+		return TEST_FAIL;
+
 	make_count();
 	if (round_trip("count") != TEST_OK)
 		return TEST_FAIL;

@@ -479,6 +479,8 @@ static int set_max_stack(void)
 	bpf_map__set_value_size(skel->maps.bstack_user_stacks,
 				max * sizeof(struct bpf_stack_build_id));
 	bpf_map__set_value_size(skel->maps.bstack_kern_stacks, max * sizeof(u64));
+	bpf_map__set_value_size(skel->maps.bstack_kern_bid_stacks,
+				max * sizeof(struct bpf_stack_build_id));
 	bpf_map__set_value_size(skel->maps.bstack_user_ip_stacks, max * sizeof(u64));
 	return 0;
 }
@@ -563,9 +565,12 @@ static int config_skel(struct target *target)
 
 	skel->data->user_stack = !o->kernel_only;
 	skel->data->user_build_id = !o->ip_stacks;
+	/* kernel frames as build-id + offset where the kernel can: it says at once */
+	skel->data->kern_build_id = !o->ip_stacks;
 	skel->data->kern_stack = !o->user_only;
 	bpf_map__set_max_entries(skel->maps.bstack_user_stacks, o->map_entries);
 	bpf_map__set_max_entries(skel->maps.bstack_kern_stacks, o->map_entries);
+	bpf_map__set_max_entries(skel->maps.bstack_kern_bid_stacks, o->map_entries);
 	bpf_map__set_max_entries(skel->maps.bstack_user_ip_stacks, o->map_entries);
 	bpf_map__set_max_entries(skel->maps.bstack_counts0, o->count_entries);
 	bpf_map__set_max_entries(skel->maps.bstack_counts1, o->count_entries);
@@ -825,11 +830,18 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 		return err;
 
 	memset(rec + 1, 0, sizeof(struct bpf_bstack_user_stack));
-	if (bpf_map_lookup_elem(bpf_map__fd(map), &id, rec + 1)) {
+	/* a kernel stack has build-ids unless the kernel refused them */
+	if (kind == BPF_BSTACK_STACK_KERNEL && skel->data->kern_build_id &&
+	    !bpf_map_lookup_elem(bpf_map__fd(skel->maps.bstack_kern_bid_stacks), &id, rec + 1)) {
+		kind = BPF_BSTACK_STACK_KERNEL_BID;
+	} else if (bpf_map_lookup_elem(bpf_map__fd(map), &id, rec + 1)) {
 		nr_missing_stacks++;
 		return 0;
 	}
-	if (kind == BPF_BSTACK_STACK_USER) {
+	if (kind == BPF_BSTACK_STACK_KERNEL_BID) {
+		nr = user_stack_depth((void *)(rec + 1), max);
+		nr_kern_stacks++;
+	} else if (kind == BPF_BSTACK_STACK_USER) {
 		nr = user_stack_depth((void *)(rec + 1), max);
 		nr_user_stacks++;
 	} else if (kind == BPF_BSTACK_STACK_USER_IP) {
@@ -1108,6 +1120,7 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 	if (!err && !final) {
 		forget_written_stacks(skel->maps.bstack_user_stacks);
 		forget_written_stacks(skel->maps.bstack_kern_stacks);
+		forget_written_stacks(skel->maps.bstack_kern_bid_stacks);
 		forget_written_stacks(skel->maps.bstack_user_ip_stacks);
 		age_written_stacks();
 	}
@@ -1184,6 +1197,11 @@ static void print_summary(void)
 	pr_debug("perf bstack: %" PRIu64 " stack ids unused for %d drains were forgotten\n",
 		 nr_aged_out, BSTACK_WRITTEN_AGE);
 	print_prog_stats();
+	if (nr_kern_stacks && skel->data->kern_build_id)
+		fprintf(stderr, "[ perf bstack: kernel frames %s ]\n",
+			skel->bss->kern_build_id_failed ?
+			"as IPs: this kernel has no BPF_F_KERNEL_BUILD_ID" :
+			"as build-id + offset");
 	if (bpf_bstack__opts.no_mmap_tracking)
 		fprintf(stderr,
 			"[ perf bstack: no mmap tracking: binaries of processes that exited before a drain are left to the build-id cache and debuginfod ]\n");

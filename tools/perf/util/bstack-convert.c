@@ -94,9 +94,21 @@ struct bstack_conv {
 	struct hashmap			*mapped;	/* pid << 16 | slot -> 1 */
 	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
 	struct strlist			*wanted;	/* --event, NULL: all */
+	int				kernel_known;	/* 0: not looked up, 1: found, -1: not */
+	struct build_id			kernel_bid;	/* of the running kernel */
+	u64				kernel_text;	/* its _text, KASLR included */
 	u64				*chain;
 	union perf_event		*event;
 };
+
+static bool kinds_match(u32 want, u32 kind)
+{
+	if (want == BPF_BSTACK_STACK_USER)
+		return kind == BPF_BSTACK_STACK_USER || kind == BPF_BSTACK_STACK_USER_IP;
+	if (want == BPF_BSTACK_STACK_KERNEL)
+		return kind == BPF_BSTACK_STACK_KERNEL || kind == BPF_BSTACK_STACK_KERNEL_BID;
+	return want == kind;
+}
 
 /* Input side: keep every bstack record, in host byte order */
 static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
@@ -117,10 +129,10 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 			free(stack);	/* a stack written twice: keep the first */
 			return 0;
 		}
-		if (stack->kind != BPF_BSTACK_STACK_KERNEL)
-			sum->nr_user_stacks++;
-		else
+		if (kinds_match(BPF_BSTACK_STACK_KERNEL, stack->kind))
 			sum->nr_kern_stacks++;
+		else
+			sum->nr_user_stacks++;
 		return 0;
 	case BPF_BSTACK_REC_COUNT:
 		if (c->nr_counts == c->alloc_counts) {
@@ -461,15 +473,38 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 	return slot->base + offset;
 }
 
+/*
+ * A kernel frame as build-id + offset from _text (BPF_F_KERNEL_BUILD_ID):
+ * an address of the running kernel when it is the kernel the frame was
+ * taken in, whatever its KASLR offset is now.
+ */
+static u64 kernel_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame *f)
+{
+	if (f->status != BPF_STACK_BUILD_ID_VALID)
+		return f->offset;	/* an IP: a BPF program, a trampoline */
+	c->sum->nr_kern_bid_frames++;
+	if (!c->kernel_known) {
+		c->kernel_known = -1;
+		if (sysfs__read_build_id("/sys/kernel/notes", &c->kernel_bid) == 0 &&
+		    !kallsyms__get_symbol_start("/proc/kallsyms", "_text", &c->kernel_text) &&
+		    c->kernel_text)
+			c->kernel_known = 1;
+	}
+	if (c->kernel_known > 0 &&
+	    !memcmp(f->build_id, c->kernel_bid.data, min_t(size_t, c->kernel_bid.size,
+							   BUILD_ID_SIZE)))
+		return c->kernel_text + f->offset;
+	c->sum->nr_foreign_kern_frames++;
+	return UNKNOWN_IP;
+}
+
 static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u32 kind)
 {
 	struct bpf_bstack_rec_stack *stack;
 
 	if (!id)
 		return NULL;
-	if (!hashmap__find(c->stacks, id, &stack) ||
-	    (stack->kind != kind &&
-	     !(kind == BPF_BSTACK_STACK_USER && stack->kind == BPF_BSTACK_STACK_USER_IP))) {
+	if (!hashmap__find(c->stacks, id, &stack) || !kinds_match(kind, stack->kind)) {
 		c->sum->nr_missing_stacks++;
 		return NULL;
 	}
@@ -511,7 +546,9 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	if (kstack) {
 		c->chain[n++] = PERF_CONTEXT_KERNEL;
 		for (i = 0; i < kstack->nr; i++)
-			c->chain[n++] = bpf_bstack__kernel_ips(kstack)[i];
+			c->chain[n++] = kstack->kind == BPF_BSTACK_STACK_KERNEL_BID ?
+					kernel_frame_ip(c, &bpf_bstack__user_frames(kstack)[i]) :
+					bpf_bstack__kernel_ips(kstack)[i];
 	}
 	if (ustack) {
 		c->chain[n++] = PERF_CONTEXT_USER;

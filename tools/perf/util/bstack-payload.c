@@ -60,6 +60,7 @@ static size_t frame_size(u32 kind)
 {
 	switch (kind) {
 	case BPF_BSTACK_STACK_USER:
+	case BPF_BSTACK_STACK_KERNEL_BID:
 		return sizeof(struct bpf_bstack_frame);
 	case BPF_BSTACK_STACK_KERNEL:
 	case BPF_BSTACK_STACK_USER_IP:
@@ -121,7 +122,7 @@ static void swap_stack(struct bpf_bstack_rec_stack *stack, bool to_host)
 
 	if (kind == BPF_BSTACK_STACK_KERNEL || kind == BPF_BSTACK_STACK_USER_IP) {
 		swap_u64s(bpf_bstack__kernel_ips(stack), nr);
-	} else if (kind == BPF_BSTACK_STACK_USER) {
+	} else if (kind == BPF_BSTACK_STACK_USER || kind == BPF_BSTACK_STACK_KERNEL_BID) {
 		struct bpf_bstack_frame *f = bpf_bstack__user_frames(stack);
 
 		for (i = 0; i < nr; i++) {

@@ -179,7 +179,7 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 	stack = (void *)hdr;
 	if (stack->kind == BPF_BSTACK_STACK_USER_IP)
 		goto out;	/* no build-ids: left to the MMAP2 records */
-	if (stack->kind == BPF_BSTACK_STACK_KERNEL) {
+	if (stack->kind == BPF_BSTACK_STACK_KERNEL || stack->kind == BPF_BSTACK_STACK_KERNEL_BID) {
 		struct map *kmap = machine__kernel_map(machine);
 
 		if (kmap)
@@ -274,6 +274,10 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		fprintf(fp, "# bstack: %" PRIu64 " damaged records skipped, %" PRIu64
 			" counts of missing stacks, %" PRIu64 " samples without stacks\n",
 			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
+	if (s->nr_kern_bid_frames)
+		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset, %" PRIu64
+			" of a kernel not running here (shown as unknown)\n",
+			s->nr_kern_bid_frames, s->nr_foreign_kern_frames);
 	if (s->nr_fetched)
 		fprintf(fp, "# bstack: %" PRIu64 " binaries fetched from debuginfod\n",
 			s->nr_fetched);

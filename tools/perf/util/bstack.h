@@ -69,6 +69,9 @@ enum bpf_bstack_stack_kind {
 	BPF_BSTACK_STACK_USER	= 1,	/* struct bpf_bstack_frame[] */
 	BPF_BSTACK_STACK_KERNEL	= 2,	/* u64 ip[] */
 	BPF_BSTACK_STACK_USER_IP = 3,	/* u64 ip[]: user stack without build-ids */
+	BPF_BSTACK_STACK_KERNEL_BID = 4,	/* struct bpf_bstack_frame[]: kernel frames
+						 * with BPF_F_KERNEL_BUILD_ID
+						 */
 };
 
 /* the kernel's struct bpf_stack_build_id, spelled out for the file format */
@@ -181,6 +184,8 @@ struct bpf_bstack_summary {
 	u64		nr_bogus_frames;	/* VALID, but past the end of the file */
 	u64		nr_unknown_frames;
 	u64		nr_fetched;		/* binaries fetched from debuginfod */
+	u64		nr_kern_bid_frames;	/* kernel frames as build-id + offset */
+	u64		nr_foreign_kern_frames;	/* ... of a kernel not running here */
 	struct strlist	*missing;		/* "build-id path" found in no cache */
 };
 

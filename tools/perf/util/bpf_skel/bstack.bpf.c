@@ -39,6 +39,15 @@ struct {
 	__uint(max_entries, 1);
 } bstack_kern_stacks SEC(".maps");
 
+/* kernel stacks as (build-id, offset), where the kernel has BPF_F_KERNEL_BUILD_ID */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct bpf_bstack_user_stack);
+	__uint(max_entries, 1);
+} bstack_kern_bid_stacks SEC(".maps");
+
 /* user stacks as raw IPs, with --ip-stacks (the cost floor of bench/) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -115,6 +124,13 @@ int kern_stack = 1;
 int user_build_id = 1;
 __u32 max_frames = BPF_BSTACK_MAX_STACK;
 __u32 offcpu_event;
+int kern_build_id = 1;
+/* set at the first -EINVAL: this kernel has no BPF_F_KERNEL_BUILD_ID */
+int kern_build_id_failed;
+
+#ifndef BPF_F_KERNEL_BUILD_ID
+#define BPF_F_KERNEL_BUILD_ID	(1ULL << 12)
+#endif
 
 /*
  * Bytes of max_frames frames.  The mask keeps the bound visible to the
@@ -160,7 +176,9 @@ static __always_inline int task_selected(void)
 	return 1;
 }
 
-static __always_inline __u64 store_user_stack(void *ctx, struct bpf_bstack_stats *stats)
+/* A stack of (build-id, offset) frames: the user's, or the kernel's */
+static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats *stats,
+					     bool user, __u64 kern_skip)
 {
 	__u32 zero = 0;
 	struct bpf_bstack_user_stack *buf;
@@ -172,14 +190,23 @@ static __always_inline __u64 store_user_stack(void *ctx, struct bpf_bstack_stats
 	if (!buf)
 		return 0;
 
-	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])),
-			    BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+	if (user)
+		len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])),
+				    BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+	else
+		len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])),
+				    BPF_F_KERNEL_BUILD_ID | kern_skip);
+	if (!user && len == -EINVAL) {
+		kern_build_id_failed = 1;	/* the caller takes IPs instead */
+		return 0;
+	}
 	if (len == -EFAULT || len == 0) {
-		stat_inc(stats, BPF_BSTACK_STAT_USER_NONE, 1);
+		if (user)
+			stat_inc(stats, BPF_BSTACK_STAT_USER_NONE, 1);
 		return 0;
 	}
 	if (len < 0) {
-		stat_inc(stats, BPF_BSTACK_STAT_USER_ERR, 1);
+		stat_inc(stats, user ? BPF_BSTACK_STAT_USER_ERR : BPF_BSTACK_STAT_KERN_ERR, 1);
 		return 0;
 	}
 
@@ -200,6 +227,14 @@ static __always_inline __u64 store_user_stack(void *ctx, struct bpf_bstack_stats
 		h = hash_word(h, w[3]);
 	}
 	h = hash_final(hash_word(h, nr));
+	if (!user) {
+		err = bpf_map_update_elem(&bstack_kern_bid_stacks, &h, buf, BPF_NOEXIST);
+		if (err && err != -EEXIST) {
+			stat_inc(stats, BPF_BSTACK_STAT_KERN_FULL, 1);
+			return 0;
+		}
+		return h;
+	}
 	stat_inc(stats, BPF_BSTACK_STAT_USER_FRAMES, nr);
 	stat_inc(stats, BPF_BSTACK_STAT_USER_IP_FRAMES, ip_frames);
 
@@ -295,12 +330,15 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 					struct bpf_bstack_stats *stats, __u64 kern_skip)
 {
 	if (user_stack && user_build_id)
-		key->user_stack = store_user_stack(ctx, stats);
+		key->user_stack = store_bid_stack(ctx, stats, true, 0);
 	else if (user_stack)
 		key->user_stack = store_ip_stack(ctx, stats, &bstack_user_ip_stacks,
 						 BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
 						 BPF_BSTACK_STAT_USER_FULL);
-	if (kern_stack)
+	if (kern_stack && kern_build_id && !kern_build_id_failed)
+		key->kern_stack = store_bid_stack(ctx, stats, false,
+						  kern_skip & BPF_F_SKIP_FIELD_MASK);
+	if (kern_stack && !key->kern_stack && (!kern_build_id || kern_build_id_failed))
 		key->kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks,
 						 kern_skip & BPF_F_SKIP_FIELD_MASK,
 						 BPF_BSTACK_STAT_KERN_ERR,
