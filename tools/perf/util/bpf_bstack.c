@@ -97,6 +97,8 @@ static u64 nr_user_stacks, nr_kern_stacks, nr_missing_stacks, nr_aged_out;
  */
 #define BSTACK_WRITTEN_AGE	16
 static unsigned long drain_gen;
+/* a command given to record, not the 'sleep' of -d beside -p or -t */
+static bool profile_workload;
 
 union bstack_event {
 	struct perf_event_header hdr;
@@ -532,6 +534,7 @@ static int config_task_filter(struct target *target)
 		n = max(n, count_pids(target->tid));
 	} else if (target__none(target)) {
 		skel->bss->uses_tgid = 1;	/* the workload, added at start */
+		profile_workload = true;
 	} else {
 		return 0;
 	}
@@ -651,6 +654,7 @@ static void bstack_cleanup(void)
 	}
 	nr_events = 0;
 	events_written = false;
+	profile_workload = false;
 	if (sampling) {
 		evlist__close(sampling);
 		evlist__delete(sampling);
@@ -729,8 +733,7 @@ bool bpf_bstack__wants_tracking(void)
 void bpf_bstack__start(struct evlist *evlist)
 {
 	/* the forked workload: its children are followed by on_newtask */
-	if (skel->bss->has_task && skel->bss->uses_tgid &&
-	    evlist->workload.pid > 0) {
+	if (profile_workload && evlist->workload.pid > 0) {
 		u32 pid = evlist->workload.pid;
 		u8 val = 1;
 
