@@ -37,6 +37,16 @@ bstack_build_id() {
 	readelf -n "$1" | awk '/Build ID:/ { print $3 }'
 }
 
+# Is file offset $2 (hex) in an executable PT_LOAD of ELF file $1?
+bstack_offset_in_code() {
+	readelf -lW "$1" | gawk -v off=$(($2)) '
+		$1 == "LOAD" && $(NF - 1) ~ /E/ {
+			o = strtonum($2); sz = strtonum($5)
+			if (off >= o && off < o + sz) { found = 1; exit }
+		}
+		END { exit !found }'
+}
+
 # Name of the function of ELF file $1 at file offset $2 (hex), or "?"
 bstack_sym_at_offset() {
 	readelf -lW "$1" | gawk -v off=$(($2)) -v bin="$1" '
