@@ -11,6 +11,7 @@
 #   make asan     perf with ASan+UBSan in build/perf-asan, and the bstack tests on it
 #   make fuzz     libFuzzer on the payload decoder, 10,000 mutated files under ASan
 #   make stress   10 minutes of --interval over churn: memory must stay bounded
+#   make kernel-check  our kernel patches on 6.12, the bstack tests in QEMU
 
 BUILD     := $(CURDIR)/build
 PERF_OUT  := $(BUILD)/perf
@@ -80,3 +81,8 @@ bench-smoke: perf
 	@python3 bench/events.py --smoke --out $(BUILD)/RESULTS-smoke.md
 
 .PHONY: bench bench-smoke stress
+
+kernel-check: perf
+	@scripts/kernel-check.sh $(KERNEL_TESTS)
+
+.PHONY: kernel-check
