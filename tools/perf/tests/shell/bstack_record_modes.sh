@@ -77,7 +77,9 @@ test_no_mmap_tracking() {
 
 test_pid_target() {
 	echo "-p follows the process and its children, nothing else"
-	"$work" 2 "$child" "$lib" &
+	# long enough for perf to load its BPF program before it ends, even
+	# under an emulator (make kernel-check)
+	"$work" 4 "$child" "$lib" &
 	pid=$!
 	$perf bstack record -q -p "$pid" -o "$tmp/pid.data" || fail "record -p"
 	wait "$pid"
@@ -145,7 +147,8 @@ test_sigkill() {
 test_full_disk() {
 	echo "a full disk gives a clear error and no file that looks complete"
 	mkdir -p "$tmp/small"
-	if ! mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2> /dev/null; then
+	# one page: smaller than any perf.data, however few samples it has
+	if ! mount -t tmpfs -o size=4k tmpfs "$tmp/small" 2> /dev/null; then
 		fail "cannot mount a small tmpfs"
 		return
 	fi
