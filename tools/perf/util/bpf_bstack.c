@@ -1082,7 +1082,8 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 	struct evsel *evsel;
 	int active, err, bytes;
 
-	if (!skel || drained_final)
+	/* perf record failed to open its events: nothing was recorded */
+	if (!skel || drained_final || !session->evlist)
 		return 0;
 
 	evsel = evlist__find_evsel_by_str(session->evlist, BPF_BSTACK_EVENT);

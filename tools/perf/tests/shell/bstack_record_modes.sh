@@ -187,6 +187,19 @@ test_errors() {
 	if perf bstack record -o "$tmp/bad.data" -- /no/such/command 2> "$tmp/bad.err"; then
 		fail "missing command accepted"
 	fi
+
+	# a zombie has a pid but no events: perf record's open fails after ours
+	sh -c 'sleep 0 & exec sleep 10' &
+	zparent=$!
+	sleep 0.5
+	zombie=$(ps -o pid= --ppid "$zparent" | tr -d ' ')
+	perf bstack record -p "$zombie" -o "$tmp/zombie.data" > "$tmp/zombie.err" 2>&1
+	st=$?
+	kill "$zparent"
+	[ "$st" = 0 ] && fail "record -p of a zombie succeeded"
+	[ "$st" -gt 128 ] && [ "$st" -lt 160 ] && fail "record -p of a zombie crashed (exit $st)"
+	grep -q 'No such process' "$tmp/zombie.err" ||
+		fail "record -p of a zombie: $(head -2 "$tmp/zombie.err")"
 	[ -e "$tmp/bad.data" ] && perf report -i "$tmp/bad.data" --stdio > /dev/null 2>&1 &&
 		perf bstack script -i "$tmp/bad.data" 2> /dev/null | grep -q '^STATS' &&
 		fail "a failed record left a perf.data that looks complete"
