@@ -364,7 +364,7 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid)
 {
 	struct perf_record_mmap2 *mm = &c->event->mmap2;
-	long key = (long)pid << 16 | ((slot->base - SLOT_BASE) / SLOT_SIZE);
+	long key = (long)((u64)pid << 16 | ((slot->base - SLOT_BASE) / SLOT_SIZE));
 	const char *name;
 	size_t len;
 
@@ -399,7 +399,8 @@ static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid)
 static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
 {
 	struct perf_record_comm *comm = &c->event->comm;
-	long key = (long)cnt->pid << 32 | cnt->tid;
+	/* unsigned: the pid comes from the file and may have its top bit set */
+	long key = (long)((u64)cnt->pid << 32 | cnt->tid);
 	char *cur, *old = NULL;
 
 	if (hashmap__find(c->comms, key, &cur) && !strncmp(cur, cnt->comm, sizeof(cnt->comm)))
