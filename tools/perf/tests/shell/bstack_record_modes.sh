@@ -77,12 +77,13 @@ test_no_mmap_tracking() {
 
 test_pid_target() {
 	echo "-p follows the process and its children, nothing else"
-	# long enough for perf to load its BPF program before it ends, even
-	# under an emulator (make kernel-check)
-	"$work" 4 "$child" "$lib" &
+	# for 3 s of a workload that outlives perf's start, however slow
+	# (under an emulator, make kernel-check, loading BPF takes seconds)
+	"$work" 60 "$child" "$lib" &
 	pid=$!
-	$perf bstack record -q -p "$pid" -o "$tmp/pid.data" || fail "record -p"
-	wait "$pid"
+	$perf bstack record -q -p "$pid" -d 3 -o "$tmp/pid.data" || fail "record -p"
+	kill "$pid"
+	wait "$pid" 2> /dev/null
 	script "$tmp/pid.data" > "$tmp/pid.script"
 	comms=$(awk '$1 == "COUNT" { print $7 }' "$tmp/pid.script" | sort -u | tr '\n' ' ')
 	[ "$comms" = "bstack_child bstack_work " ] || fail "comms of -p: '$comms'"
