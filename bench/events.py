@@ -23,9 +23,8 @@ import subprocess
 import sys
 import tempfile
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PERF = os.path.join(TOP, "perf")
-BUILD = os.path.join(TOP, "build", "bench")
+from run import BUILD, PERF, TOP, bpf_stats_enabled, build_workloads, sh
+
 TP = "syscalls:sys_enter_getppid"
 
 
@@ -39,16 +38,6 @@ def profilers():
         "bstack, uprobe": ["bstack", "record", "--uprobe", uprobe],
         "bstack --ip-stacks, uprobe": ["bstack", "record", "--uprobe", uprobe, "--ip-stacks"],
     }
-
-
-def sh(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
-def build_workloads():
-    r = sh(["make", "-s", "-C", os.path.join(TOP, "bench", "workloads"), "OUT=" + BUILD])
-    if r.returncode:
-        sys.exit("bench: building the workloads failed:\n" + r.stderr)
 
 
 def kept_by_record(data):
@@ -159,19 +148,16 @@ def main():
     repeats = 1 if opts.smoke else opts.repeats
     build_workloads()
 
-    stats_path = "/proc/sys/kernel/bpf_stats_enabled"
-    old_stats = open(stats_path).read().strip()
-    open(stats_path, "w").write("1")
     tmp = tempfile.mkdtemp(prefix="perf-bstack-events.")
     results = {}
     try:
-        for _ in range(repeats):
-            for name, args in profilers().items():
-                data = os.path.join(tmp, "events.data")
-                results.setdefault(name, []).append(run_once(name, args, n, data))
+        with bpf_stats_enabled():
+            for _ in range(repeats):
+                for name, args in profilers().items():
+                    data = os.path.join(tmp, "events.data")
+                    results.setdefault(name, []).append(run_once(name, args, n, data))
         write_results(opts.out, n, repeats, results)
     finally:
-        open(stats_path, "w").write(old_stats)
         subprocess.run(["rm", "-rf", tmp])
 
 

@@ -11,6 +11,7 @@ runs interleaved so that the machine's noise hits every profiler alike.
 This machine is noisy: read the ratios, not the absolute times.
 """
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -40,6 +41,18 @@ PROFILERS = {
 
 def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+@contextlib.contextmanager
+def bpf_stats_enabled():
+    """kernel.bpf_stats_enabled=1 for the BPF ns per run, then as it was."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    old = open(path).read().strip()
+    open(path, "w").write("1")
+    try:
+        yield
+    finally:
+        open(path, "w").write(old)
 
 
 def build_workloads():
@@ -202,47 +215,44 @@ def main():
     repeats = 1 if opts.smoke else max(opts.repeats, 5)
     build_workloads()
 
-    stats_path = "/proc/sys/kernel/bpf_stats_enabled"
-    old_stats = open(stats_path).read().strip()
-    open(stats_path, "w").write("1")
     tmp = tempfile.mkdtemp(prefix="perf-bstack-bench.")
     results = {}
     try:
-        # interleaved: each repeat runs every (workload, profiler) once
-        for rep in range(repeats):
-            for mode in sizes:
-                for prof in PROFILERS:
-                    data = os.path.join(tmp, "%s-%s.data" % (mode, prof.replace(" ", "_")))
-                    results.setdefault((mode, prof), []).append(
-                        run_once(prof, mode, sizes, data))
-        exit_times = {}
-        for name, args in (("record -g", ["record", "-q", "-e", "cpu-clock", "-F", "999", "-g"]),
-                           ("bstack", ["bstack", "record", "-q", "-F", "999"]),
-                           ("bstack --interval", ["bstack", "record", "-q", "-F", "999",
-                                                  "--interval", "1000"])):
-            exit_times[name] = stats([sigint_exit_time(args, tmp, sizes)
-                                      for _ in range(repeats)])
-        churn_b = os.path.join(tmp, "churn-bstack.data")
-        churn_g = os.path.join(tmp, "churn-record_-g.data")
-        # perf record -a -g of the same churn: per-task record samples it too little
-        # to compare report times or resolution with
-        churn_a = os.path.join(tmp, "churn-record-a.data")
-        sh([PERF, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-a", "-o", churn_a,
-            "--"] + workload("churn", sizes))
-        rep_b = stats([timed([PERF, "bstack", "report", "--stdio", "-i", churn_b])[0]
-                       for _ in range(repeats)])
-        rep_g = stats([timed([PERF, "report", "--stdio", "-i", churn_a])[0]
-                       for _ in range(repeats)])
-        share_b = resolved_share([PERF, "bstack", "report", "-i", churn_b])
-        share_g = resolved_share([PERF, "report", "-i", churn_a])
-        # samples of a -- cmd churn target: per-CPU bstack vs perf record -a vs per-task
-        n_b = bstack_workload_samples(churn_b)
-        n_g = workload_samples([PERF, "report", "-i", churn_g])
-        n_a = workload_samples([PERF, "report", "-i", churn_a])
-        write_results(opts, sizes, repeats, results, exit_times, rep_b, rep_g,
-                      share_b, share_g, n_b, n_g, n_a)
+        with bpf_stats_enabled():
+            # interleaved: each repeat runs every (workload, profiler) once
+            for rep in range(repeats):
+                for mode in sizes:
+                    for prof in PROFILERS:
+                        data = os.path.join(tmp, "%s-%s.data" % (mode, prof.replace(" ", "_")))
+                        results.setdefault((mode, prof), []).append(
+                            run_once(prof, mode, sizes, data))
+            exit_times = {}
+            for name, args in (("record -g", ["record", "-q", "-e", "cpu-clock", "-F", "999", "-g"]),
+                               ("bstack", ["bstack", "record", "-q", "-F", "999"]),
+                               ("bstack --interval", ["bstack", "record", "-q", "-F", "999",
+                                                      "--interval", "1000"])):
+                exit_times[name] = stats([sigint_exit_time(args, tmp, sizes)
+                                          for _ in range(repeats)])
+            churn_b = os.path.join(tmp, "churn-bstack.data")
+            churn_g = os.path.join(tmp, "churn-record_-g.data")
+            # perf record -a -g of the same churn: per-task record samples it too little
+            # to compare report times or resolution with
+            churn_a = os.path.join(tmp, "churn-record-a.data")
+            sh([PERF, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-a", "-o", churn_a,
+                "--"] + workload("churn", sizes))
+            rep_b = stats([timed([PERF, "bstack", "report", "--stdio", "-i", churn_b])[0]
+                           for _ in range(repeats)])
+            rep_g = stats([timed([PERF, "report", "--stdio", "-i", churn_a])[0]
+                           for _ in range(repeats)])
+            share_b = resolved_share([PERF, "bstack", "report", "-i", churn_b])
+            share_g = resolved_share([PERF, "report", "-i", churn_a])
+            # samples of a -- cmd churn target: per-CPU bstack vs perf record -a vs per-task
+            n_b = bstack_workload_samples(churn_b)
+            n_g = workload_samples([PERF, "report", "-i", churn_g])
+            n_a = workload_samples([PERF, "report", "-i", churn_a])
+            write_results(opts, sizes, repeats, results, exit_times, rep_b, rep_g,
+                          share_b, share_g, n_b, n_g, n_a)
     finally:
-        open(stats_path, "w").write(old_stats)
         subprocess.run(["rm", "-rf", tmp])
 
 

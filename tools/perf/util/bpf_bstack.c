@@ -259,8 +259,7 @@ static int add_uprobes(const char *list)
 		base = memrchr(pos->s, '/', colon - pos->s);
 		base = base ? base + 1 : pos->s;
 		/* named like the events of perf probe: the binary's base name */
-		snprintf(name, sizeof(name), "uprobe:%.*s", (int)(pos->s + strlen(pos->s) - base),
-			 base);
+		snprintf(name, sizeof(name), "uprobe:%s", base);
 		ev = add_event(BPF_BSTACK_EVENT_UPROBE, name);
 		if (!ev) {
 			err = -E2BIG;
@@ -354,20 +353,29 @@ static int attach_perf_event(struct bpf_program *prog, int fd, int idx)
 	return add_link(link);
 }
 
+static int open_evsel(struct bstack_source *ev, struct perf_cpu_map *cpus,
+		      struct target *target)
+{
+	char msg[BUFSIZ];
+	int err = evsel__open_per_cpu(ev->evsel, cpus, -1);
+
+	if (err) {
+		evsel__open_strerror(ev->evsel, target, -err, msg, sizeof(msg));
+		pr_err("perf bstack: cannot open '%s': %s\n", ev->name, msg);
+	}
+	return err;
+}
+
 /* A sampling event: one perf event per CPU, each running the program */
 static int open_sampling_event(struct bstack_source *ev, int idx, struct perf_cpu_map *cpus,
 			       struct target *target)
 {
 	struct perf_cpu cpu;
-	char msg[BUFSIZ];
 	int i, err;
 
-	err = evsel__open_per_cpu(ev->evsel, cpus, -1);
-	if (err) {
-		evsel__open_strerror(ev->evsel, target, -err, msg, sizeof(msg));
-		pr_err("perf bstack: cannot open '%s': %s\n", ev->name, msg);
+	err = open_evsel(ev, cpus, target);
+	if (err)
 		return err;
-	}
 	perf_cpu_map__for_each_cpu(cpu, i, cpus) {
 		err = attach_perf_event(skel->progs.on_sample, FD(ev->evsel, i), idx);
 		if (err) {
@@ -390,20 +398,17 @@ static int open_tracepoint(struct bstack_source *ev, int idx, struct perf_cpu_ma
 	struct bpf_program *prog = ev->kind == BPF_BSTACK_EVENT_UPROBE ?
 				   skel->progs.on_uprobe : skel->progs.on_tracepoint;
 	struct perf_cpu_map *one;
-	char msg[BUFSIZ];
+	char cpu[16];
 	int err;
 
-	snprintf(msg, sizeof(msg), "%d", perf_cpu_map__cpu(cpus, 0).cpu);
-	one = perf_cpu_map__new(msg);
+	snprintf(cpu, sizeof(cpu), "%d", perf_cpu_map__cpu(cpus, 0).cpu);
+	one = perf_cpu_map__new(cpu);
 	if (!one)
 		return -ENOMEM;
-	err = evsel__open_per_cpu(ev->evsel, one, -1);
+	err = open_evsel(ev, one, target);
 	perf_cpu_map__put(one);
-	if (err) {
-		evsel__open_strerror(ev->evsel, target, -err, msg, sizeof(msg));
-		pr_err("perf bstack: cannot open '%s': %s\n", ev->name, msg);
+	if (err)
 		return err;
-	}
 	err = attach_perf_event(prog, FD(ev->evsel, 0), idx);
 	if (err)
 		pr_err("perf bstack: cannot attach to '%s': %s\n", ev->name, strerror(-err));

@@ -66,7 +66,7 @@
 #define OUT_SAMPLE_TYPES (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
 			  PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | \
 			  PERF_SAMPLE_CALLCHAIN)
-/* the id of the first output event; event i has OUT_FIRST_ID + i */
+/* the id of the first output event; the others follow it in index order */
 #define OUT_FIRST_ID	1
 
 struct bstack_slot {
@@ -574,7 +574,6 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	perf_event__synthesize_sample(c->event, OUT_SAMPLE_TYPES, 0, &sample);
 	if (hits)
 		c->sum->nr_samples += cnt->count;
-	ev->total += cnt->count;
 	c->sum->nr_counts++;
 	return write_out(c, c->event, c->event->header.size);
 }
@@ -649,10 +648,8 @@ static struct evlist *output_evlist(struct bstack_conv *c, struct evsel *in)
 		struct bpf_bstack_summary_event *ev = &sum->event[i];
 		struct evsel *evsel;
 
-		if (c->wanted && !strlist__has_entry(c->wanted, ev->name)) {
-			sum->nr_skipped_events++;
+		if (c->wanted && !strlist__has_entry(c->wanted, ev->name))
 			continue;
-		}
 		evsel = output_evsel(in, ev);
 		if (!evsel) {
 			evlist__delete(evlist);

@@ -155,12 +155,11 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 			  struct perf_sample *sample, bool check_files);
 void bpf_bstack__mark_summary(void);
 
-/* An event of the recording, and what its counts add up to */
+/* An event of the recording */
 struct bpf_bstack_summary_event {
 	char		name[BPF_BSTACK_EVENT_NAME_LEN];
 	u32		kind;			/* enum bpf_bstack_event_kind */
 	bool		declared;		/* by an EVENT record */
-	u64		total;			/* samples, hits or ns */
 	u64		id;			/* of its evsel in the converted file */
 };
 
@@ -168,7 +167,6 @@ struct bpf_bstack_summary_event {
 struct bpf_bstack_summary {
 	struct bpf_bstack_summary_event event[BPF_BSTACK_MAX_EVENTS];
 	u32		nr_events;		/* highest index + 1 */
-	u32		nr_skipped_events;	/* left out by --event */
 	u64		stat[BPF_BSTACK_MAX_STATS];	/* the recorder's counters */
 	bool		has_stats;
 	u64		nr_user_stacks;

@@ -180,6 +180,9 @@ static __always_inline int task_selected(void)
 static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats *stats,
 					     bool user, __u64 kern_skip)
 {
+	__u64 flags = user ? BPF_F_USER_STACK | BPF_F_USER_BUILD_ID :
+			     BPF_F_KERNEL_BUILD_ID | kern_skip;
+	void *map = user ? (void *)&bstack_user_stacks : (void *)&bstack_kern_bid_stacks;
 	__u32 zero = 0;
 	struct bpf_bstack_user_stack *buf;
 	__u64 h = 0xcbf29ce484222325ULL, ip_frames = 0;
@@ -190,12 +193,7 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	if (!buf)
 		return 0;
 
-	if (user)
-		len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])),
-				    BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
-	else
-		len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])),
-				    BPF_F_KERNEL_BUILD_ID | kern_skip);
+	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])), flags);
 	if (!user && len == -EINVAL) {
 		kern_build_id_failed = 1;	/* the caller takes IPs instead */
 		return 0;
@@ -227,20 +225,14 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 		h = hash_word(h, w[3]);
 	}
 	h = hash_final(hash_word(h, nr));
-	if (!user) {
-		err = bpf_map_update_elem(&bstack_kern_bid_stacks, &h, buf, BPF_NOEXIST);
-		if (err && err != -EEXIST) {
-			stat_inc(stats, BPF_BSTACK_STAT_KERN_FULL, 1);
-			return 0;
-		}
-		return h;
+	if (user) {
+		stat_inc(stats, BPF_BSTACK_STAT_USER_FRAMES, nr);
+		stat_inc(stats, BPF_BSTACK_STAT_USER_IP_FRAMES, ip_frames);
 	}
-	stat_inc(stats, BPF_BSTACK_STAT_USER_FRAMES, nr);
-	stat_inc(stats, BPF_BSTACK_STAT_USER_IP_FRAMES, ip_frames);
 
-	err = bpf_map_update_elem(&bstack_user_stacks, &h, buf, BPF_NOEXIST);
+	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
-		stat_inc(stats, BPF_BSTACK_STAT_USER_FULL, 1);
+		stat_inc(stats, user ? BPF_BSTACK_STAT_USER_FULL : BPF_BSTACK_STAT_KERN_FULL, 1);
 		return 0;
 	}
 	return h;
@@ -338,7 +330,8 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 	if (kern_stack && kern_build_id && !kern_build_id_failed)
 		key->kern_stack = store_bid_stack(ctx, stats, false,
 						  kern_skip & BPF_F_SKIP_FIELD_MASK);
-	if (kern_stack && !key->kern_stack && (!kern_build_id || kern_build_id_failed))
+	/* kern_build_id_failed may have been set just now */
+	if (kern_stack && (!kern_build_id || kern_build_id_failed))
 		key->kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks,
 						 kern_skip & BPF_F_SKIP_FIELD_MASK,
 						 BPF_BSTACK_STAT_KERN_ERR,
