@@ -62,6 +62,14 @@
 #define MAX_SLOTS	4096
 /* an address in no map, for frames that cannot be placed: shown as 0x1 */
 #define UNKNOWN_IP	0x1ULL
+/*
+ * Kernel frames as build-id + offset from _text are placed in a kernel map
+ * of their own, at this _text (x86_64's without KASLR) when the kernel
+ * they were taken in is not the one running here: perf relocates the
+ * symbols of its vmlinux or kallsyms copy to it.
+ */
+#define KERNEL_BID_TEXT	0xffffffff81000000ULL
+#define KERNEL_BID_LEN	(1ULL << 30)
 
 #define OUT_SAMPLE_TYPES (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
 			  PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | \
@@ -94,9 +102,9 @@ struct bstack_conv {
 	struct hashmap			*mapped;	/* pid << 16 | slot -> 1 */
 	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
 	struct strlist			*wanted;	/* --event, NULL: all */
-	int				kernel_known;	/* 0: not looked up, 1: found, -1: not */
-	struct build_id			kernel_bid;	/* of the running kernel */
-	u64				kernel_text;	/* its _text, KASLR included */
+	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
+	struct build_id			kernel_bid;	/* of the kernel they were taken in */
+	u64				kernel_text;	/* where its _text is placed */
 	u64				*chain;
 	union perf_event		*event;
 };
@@ -129,6 +137,8 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 			free(stack);	/* a stack written twice: keep the first */
 			return 0;
 		}
+		if (stack->kind == BPF_BSTACK_STACK_KERNEL_BID)
+			c->has_kern_bid = true;
 		if (kinds_match(BPF_BSTACK_STACK_KERNEL, stack->kind))
 			sum->nr_kern_stacks++;
 		else
@@ -253,7 +263,8 @@ static bool find_binary(struct dso *dso, u64 *size)
  * A binary in no local cache, fetched by build-id from the debuginfod
  * servers of DEBUGINFOD_URLS into the build-id cache, where perf finds it.
  */
-static bool fetch_from_debuginfod(struct dso *dso __maybe_unused)
+static bool fetch_from_debuginfod(struct dso *dso __maybe_unused,
+				  bool debuginfo_too __maybe_unused)
 {
 #ifdef HAVE_DEBUGINFOD_SUPPORT
 	char sbid[SBUILD_ID_SIZE], *path = NULL;
@@ -268,6 +279,9 @@ static bool fetch_from_debuginfod(struct dso *dso __maybe_unused)
 		return false;
 	pr_debug("bstack: fetching %s from debuginfod\n", sbid);
 	fd = debuginfod_find_executable(client, (const unsigned char *)sbid, 0, &path);
+	/* a vmlinux with its symbols may be served as debuginfo only */
+	if (fd < 0 && debuginfo_too)
+		fd = debuginfod_find_debuginfo(client, (const unsigned char *)sbid, 0, &path);
 	debuginfod_end(client);
 	if (fd < 0)
 		return false;
@@ -335,7 +349,7 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 	slot->limit = SLOT_SIZE;
 	if (slot->dso) {
 		slot->available = find_binary(slot->dso, &size);
-		if (!slot->available && fetch_from_debuginfod(slot->dso)) {
+		if (!slot->available && fetch_from_debuginfod(slot->dso, false)) {
 			c->sum->nr_fetched++;
 			slot->available = find_binary(slot->dso, &size);
 		}
@@ -476,27 +490,134 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 
 /*
  * A kernel frame as build-id + offset from _text (BPF_F_KERNEL_BUILD_ID):
- * an address of the running kernel when it is the kernel the frame was
- * taken in, whatever its KASLR offset is now.
+ * an address in the kernel map written for the kernel it was taken in.
+ * Frames of modules have the module's build-id.
  */
 static u64 kernel_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame *f)
 {
+	struct bpf_bstack_summary *sum = c->sum;
+
 	if (f->status != BPF_STACK_BUILD_ID_VALID)
 		return f->offset;	/* an IP: a BPF program, a trampoline */
-	c->sum->nr_kern_bid_frames++;
-	if (!c->kernel_known) {
-		c->kernel_known = -1;
-		if (sysfs__read_build_id("/sys/kernel/notes", &c->kernel_bid) == 0 &&
-		    !kallsyms__get_symbol_start("/proc/kallsyms", "_text", &c->kernel_text) &&
-		    c->kernel_text)
-			c->kernel_known = 1;
+	sum->nr_kern_bid_frames++;
+	if (!c->kernel_bid.size ||
+	    memcmp(f->build_id, c->kernel_bid.data, min_t(size_t, c->kernel_bid.size,
+							  BUILD_ID_SIZE))) {
+		sum->nr_kern_module_frames++;
+		return UNKNOWN_IP;
 	}
-	if (c->kernel_known > 0 &&
-	    !memcmp(f->build_id, c->kernel_bid.data, min_t(size_t, c->kernel_bid.size,
-							   BUILD_ID_SIZE)))
-		return c->kernel_text + f->offset;
-	c->sum->nr_foreign_kern_frames++;
-	return UNKNOWN_IP;
+	if (f->offset >= KERNEL_BID_LEN) {
+		sum->nr_bogus_frames++;
+		return UNKNOWN_IP;
+	}
+	return c->kernel_text + f->offset;
+}
+
+/* The kernel of a recording: the header says which, or else its first frame */
+static bool recorded_kernel_bid(struct bstack_conv *c, struct dso *kernel)
+{
+	struct hashmap_entry *cur;
+	size_t bkt;
+	u32 i;
+
+	if (kernel && dso__has_build_id(kernel)) {
+		c->kernel_bid = *dso__bid(kernel);
+		return true;
+	}
+	hashmap__for_each_entry(c->stacks, cur, bkt) {
+		struct bpf_bstack_rec_stack *stack = cur->pvalue;
+
+		if (stack->kind != BPF_BSTACK_STACK_KERNEL_BID)
+			continue;
+		for (i = 0; i < stack->nr; i++) {
+			const struct bpf_bstack_frame *f = &bpf_bstack__user_frames(stack)[i];
+
+			if (f->status == BPF_STACK_BUILD_ID_VALID) {
+				build_id__init(&c->kernel_bid, f->build_id, BUILD_ID_SIZE);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/* Is the recorded kernel the one running here? Then where is its _text? */
+static bool running_kernel_text(struct bstack_conv *c, u64 *text)
+{
+	struct build_id bid;
+
+	return sysfs__read_build_id("/sys/kernel/notes", &bid) == 0 &&
+	       bid.size >= c->kernel_bid.size &&
+	       !memcmp(bid.data, c->kernel_bid.data, c->kernel_bid.size) &&
+	       !kallsyms__get_symbol_start("/proc/kallsyms", "_text", text) && *text;
+}
+
+/* Where perf report finds the symbols of another kernel, by build-id */
+static bool kernel_in_buildid_cache(struct dso *kernel)
+{
+	char path[PATH_MAX], sbid[SBUILD_ID_SIZE];
+
+	if (__dso__build_id_filename(kernel, path, sizeof(path), false, false) &&
+	    is_regular_file(path))
+		return true;	/* a vmlinux */
+	build_id__sprintf(dso__bid(kernel), sbid);
+	return build_id_cache__kallsyms_path(sbid, path, sizeof(path)) &&
+	       is_regular_file(path);
+}
+
+/*
+ * Kernel stacks as build-id + offset resolve through the kernel they were
+ * taken in: the running one, or a vmlinux (or kallsyms copy) in the
+ * build-id cache or from debuginfod.  Their frames go into a kernel map of
+ * that build-id, which perf report then loads like any recorded kernel.
+ */
+static void setup_kernel_bid(struct bstack_conv *c, struct dso *kernel)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	char sbid[SBUILD_ID_SIZE];
+
+	if (!kernel || !recorded_kernel_bid(c, kernel))
+		return;
+	if (!dso__has_build_id(kernel))
+		dso__set_build_id(kernel, &c->kernel_bid);
+	dso__set_hit(kernel);
+	build_id__sprintf(&c->kernel_bid, sbid);
+	snprintf(sum->kernel_bid, sizeof(sum->kernel_bid), "%s", sbid);
+
+	if (running_kernel_text(c, &c->kernel_text)) {
+		sum->kernel_found = BPF_BSTACK_KERNEL_RUNNING;
+		return;
+	}
+	c->kernel_text = KERNEL_BID_TEXT;
+	if (kernel_in_buildid_cache(kernel)) {
+		sum->kernel_found = BPF_BSTACK_KERNEL_CACHED;
+	} else if (fetch_from_debuginfod(kernel, true) && kernel_in_buildid_cache(kernel)) {
+		sum->nr_fetched++;
+		sum->kernel_found = BPF_BSTACK_KERNEL_CACHED;
+	} else {
+		sum->kernel_found = BPF_BSTACK_KERNEL_MISSING;
+		bpf_bstack__summary_add_missing(sum, sbid, "[kernel.kallsyms] (its vmlinux)");
+	}
+}
+
+/* The kernel map of setup_kernel_bid(), with its build-id */
+static int write_kernel_bid_mmap(struct bstack_conv *c, struct machine *machine)
+{
+	struct perf_record_mmap2 *mm = &c->event->mmap2;
+	int len;
+
+	memset(mm, 0, sizeof(*mm));
+	mm->header.type = PERF_RECORD_MMAP2;
+	mm->header.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_MMAP_BUILD_ID;
+	mm->pid = machine->pid;
+	mm->start = c->kernel_text;
+	mm->len = KERNEL_BID_LEN;
+	mm->pgoff = c->kernel_text;	/* where the reference symbol, _text, is */
+	mm->build_id_size = c->kernel_bid.size;
+	memcpy(mm->build_id, c->kernel_bid.data, c->kernel_bid.size);
+	len = scnprintf(mm->filename, sizeof(mm->filename), "%s_text", machine->mmap_name) + 1;
+	return write_with_id(c, c->event, offsetof(struct perf_record_mmap2, filename) + len,
+			     machine->pid, 0, 0);
 }
 
 static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u32 kind)
@@ -816,7 +937,13 @@ static int write_output(struct bstack_conv *c, const char *output)
 	}
 
 	machine->id_hdr_size = evlist__id_hdr_size(c->evlist);
-	perf_event__synthesize_kernel_mmap(&c->tool, synthesized, machine);
+	if (c->has_kern_bid && machine__kernel_map(machine))
+		setup_kernel_bid(c, map__dso(machine__kernel_map(machine)));
+	/* a write error stays in c->err, and stops the writes that follow */
+	if (c->kernel_bid.size)
+		write_kernel_bid_mmap(c, machine);
+	else
+		perf_event__synthesize_kernel_mmap(&c->tool, synthesized, machine);
 	perf_event__synthesize_modules(&c->tool, synthesized, machine);
 
 	if (c->nr_counts)	/* qsort() must not see the NULL of no counts */

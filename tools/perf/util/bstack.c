@@ -245,6 +245,21 @@ static double pct(u64 part, u64 total)
 	return total ? 100.0 * part / total : 0.0;
 }
 
+static const char *kernel_found_str(enum bpf_bstack_kernel_found found)
+{
+	switch (found) {
+	case BPF_BSTACK_KERNEL_RUNNING:
+		return "running here";
+	case BPF_BSTACK_KERNEL_CACHED:
+		return "symbols from the build-id cache";
+	case BPF_BSTACK_KERNEL_MISSING:
+		return "no symbols: its vmlinux is in no build-id cache";
+	case BPF_BSTACK_KERNEL_UNKNOWN:
+	default:
+		return "not in the header";
+	}
+}
+
 void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 {
 	u64 frames = s->nr_valid_frames + s->nr_ip_frames;
@@ -275,9 +290,10 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 			" counts of missing stacks, %" PRIu64 " samples without stacks\n",
 			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
 	if (s->nr_kern_bid_frames)
-		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset, %" PRIu64
-			" of a kernel not running here (shown as unknown)\n",
-			s->nr_kern_bid_frames, s->nr_foreign_kern_frames);
+		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset of kernel %s"
+			" (%s), %" PRIu64 " of modules (shown as unknown)\n",
+			s->nr_kern_bid_frames, s->kernel_bid, kernel_found_str(s->kernel_found),
+			s->nr_kern_module_frames);
 	if (s->nr_fetched)
 		fprintf(fp, "# bstack: %" PRIu64 " binaries fetched from debuginfod\n",
 			s->nr_fetched);

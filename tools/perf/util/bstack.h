@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <linux/compiler.h>
 #include <linux/types.h>
+#include "build-id.h"
 
 struct evlist;
 struct evsel;
@@ -163,6 +164,14 @@ struct bpf_bstack_summary_event {
 	u64		id;			/* of its evsel in the converted file */
 };
 
+/* Where the symbols of the kernel of build-id kernel frames were found */
+enum bpf_bstack_kernel_found {
+	BPF_BSTACK_KERNEL_UNKNOWN,
+	BPF_BSTACK_KERNEL_RUNNING,	/* the running kernel */
+	BPF_BSTACK_KERNEL_CACHED,	/* the build-id cache (or debuginfod) */
+	BPF_BSTACK_KERNEL_MISSING,
+};
+
 /* What a report learns about a recording, shown above the report */
 struct bpf_bstack_summary {
 	struct bpf_bstack_summary_event event[BPF_BSTACK_MAX_EVENTS];
@@ -183,7 +192,9 @@ struct bpf_bstack_summary {
 	u64		nr_unknown_frames;
 	u64		nr_fetched;		/* binaries fetched from debuginfod */
 	u64		nr_kern_bid_frames;	/* kernel frames as build-id + offset */
-	u64		nr_foreign_kern_frames;	/* ... of a kernel not running here */
+	u64		nr_kern_module_frames;	/* ... of another build-id: modules */
+	char		kernel_bid[SBUILD_ID_SIZE];	/* of the recorded kernel */
+	enum bpf_bstack_kernel_found kernel_found;
 	struct strlist	*missing;		/* "build-id path" found in no cache */
 };
 
