@@ -342,6 +342,18 @@ static bool has_arg(int argc, const char **argv, const char *a, const char *b)
 	return false;
 }
 
+/* -k/--vmlinux or --kallsyms, passed on to perf report: the kernel's symbols */
+static bool kernel_symbols_given(int argc, const char **argv)
+{
+	int i;
+
+	for (i = 0; i < argc; i++)
+		if (strstarts(argv[i], "-k") || strstarts(argv[i], "--vmlinux") ||
+		    strstarts(argv[i], "--kallsyms"))
+			return true;
+	return false;
+}
+
 /*
  * --folded: FlameGraph's collapsed stacks, "comm;outer;...;leaf count",
  * each line starting with its event ("event;comm;...") when there are
@@ -515,6 +527,8 @@ static int bstack_report(int argc, const char **argv)
 		goto out;
 	}
 
+	if (kernel_symbols_given(argc, argv))
+		bpf_bstack__summary_kernel_given(&sum);
 	if ((has_arg(argc, argv, "--stdio", NULL) || !isatty(STDOUT_FILENO)) &&
 	    !has_arg(argc, argv, "-q", "--quiet")) {
 		bpf_bstack__summary_fprintf(&sum, stdout);

@@ -11,6 +11,7 @@
 #include <linux/bpf.h>
 #include <linux/kernel.h>
 #include <linux/err.h>
+#include <linux/string.h>
 #include <linux/zalloc.h>
 
 #include "util/bstack.h"
@@ -254,6 +255,8 @@ static const char *kernel_found_str(enum bpf_bstack_kernel_found found)
 		return "symbols from the build-id cache";
 	case BPF_BSTACK_KERNEL_MISSING:
 		return "no symbols: its vmlinux is in no build-id cache";
+	case BPF_BSTACK_KERNEL_GIVEN:
+		return "symbols from --vmlinux or --kallsyms, when their build-id matches";
 	case BPF_BSTACK_KERNEL_UNKNOWN:
 	default:
 		return "not in the header";
@@ -289,11 +292,13 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		fprintf(fp, "# bstack: %" PRIu64 " damaged records skipped, %" PRIu64
 			" counts of missing stacks, %" PRIu64 " samples without stacks\n",
 			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
-	if (s->nr_kern_bid_frames)
-		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset of kernel %s"
-			" (%s), %" PRIu64 " of modules (shown as unknown)\n",
-			s->nr_kern_bid_frames, s->kernel_bid, kernel_found_str(s->kernel_found),
-			s->nr_kern_module_frames);
+	if (s->nr_kern_bid_frames) {
+		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset, %" PRIu64
+			" of them of modules (shown as unknown)\n",
+			s->nr_kern_bid_frames, s->nr_kern_module_frames);
+		fprintf(fp, "# bstack: kernel %s: %s\n", s->kernel_bid,
+			kernel_found_str(s->kernel_found));
+	}
 	if (s->nr_fetched)
 		fprintf(fp, "# bstack: %" PRIu64 " binaries fetched from debuginfod\n",
 			s->nr_fetched);
@@ -304,6 +309,25 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		strlist__nr_entries(s->missing));
 	strlist__for_each_entry(pos, s->missing)
 		fprintf(fp, "# bstack:   %s\n", pos->s);
+}
+
+/* The report was given the kernel's symbols: it is missing no more */
+void bpf_bstack__summary_kernel_given(struct bpf_bstack_summary *sum)
+{
+	struct str_node *pos, *tmp;
+
+	if (sum->kernel_found != BPF_BSTACK_KERNEL_MISSING)
+		return;
+	sum->kernel_found = BPF_BSTACK_KERNEL_GIVEN;
+	if (!sum->missing)
+		return;
+	strlist__for_each_entry_safe(pos, tmp, sum->missing)
+		if (strstarts(pos->s, sum->kernel_bid))
+			strlist__remove(sum->missing, pos);
+	if (!strlist__nr_entries(sum->missing)) {
+		strlist__delete(sum->missing);
+		sum->missing = NULL;
+	}
 }
 
 void bpf_bstack__summary_exit(struct bpf_bstack_summary *sum)

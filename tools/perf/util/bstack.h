@@ -170,6 +170,7 @@ enum bpf_bstack_kernel_found {
 	BPF_BSTACK_KERNEL_RUNNING,	/* the running kernel */
 	BPF_BSTACK_KERNEL_CACHED,	/* the build-id cache (or debuginfod) */
 	BPF_BSTACK_KERNEL_MISSING,
+	BPF_BSTACK_KERNEL_GIVEN,	/* report --vmlinux or --kallsyms */
 };
 
 /* What a report learns about a recording, shown above the report */
@@ -204,6 +205,7 @@ void bpf_bstack__summary_add_missing(struct bpf_bstack_summary *sum, const char 
 				     const char *name);
 u64 bpf_bstack__summary_lost(const struct bpf_bstack_summary *sum);
 void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *sum, FILE *fp);
+void bpf_bstack__summary_kernel_given(struct bpf_bstack_summary *sum);
 void bpf_bstack__summary_exit(struct bpf_bstack_summary *sum);
 
 /* Settings of 'perf record --bstack', filled in by 'perf bstack record' */
