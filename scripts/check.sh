@@ -103,6 +103,27 @@ else
 	fail=$((fail + 1))
 fi
 
+# the kernel patches, in QEMU guests of the patched and the unpatched kernel
+# (make kernel-check), with the tests that need them; KERNEL_TESTS picks
+# the perf tests run in the patched guest
+if command -v qemu-system-x86_64 > /dev/null; then
+	# shellcheck disable=SC2086
+	KERNEL_RESULTS=$build/RESULTS-kernel.md "$top/scripts/kernel-check.sh" \
+		${KERNEL_TESTS:-'kernel frames' 'fork/exec/dlopen'} > "$build/kernel-check.log" 2>&1
+	grep -v '^[0-9]* passed, [0-9]* failed$' "$build/kernel-check.log" | grep -v '^  [A-Z]*  '
+	last=$(tail -n 1 "$build/kernel-check.log")
+	if echo "$last" | grep -qE '^[0-9]+ passed, [0-9]+ failed$'; then
+		pass=$((pass + $(echo "$last" | cut -d' ' -f1)))
+		fail=$((fail + $(echo "$last" | cut -d' ' -f3)))
+	else
+		echo "make kernel-check did not finish, see build/kernel-check.log"
+		fail=$((fail + 1))
+	fi
+else
+	echo "kernel-check: qemu-system-x86_64 not found (make deps installs it)"
+	fail=$((fail + 1))
+fi
+
 if [ "$skip" -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
 else

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # init of the make kernel-check guest: the host's root is mounted read-only,
-# so give the tests what they write to, run perf test, hand back the results
-# over the "out" 9p share and power off.
+# so give the tests what they write to, run perf test, and as the args say
+# the cost comparison and a recording of kernel frames; hand back the
+# results over the "out" 9p share and power off.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
@@ -19,6 +20,8 @@ mkdir -p /run/out /tmp/home
 mount -t 9p -o trans=virtio,version=9p2000.L out /run/out
 ip link set lo up 2> /dev/null
 
+cost=
+record=
 . /run/out/args
 HOME=/tmp/home
 PATH=$perf_build:$PATH
@@ -31,6 +34,17 @@ uname -r -v > /run/out/uname
 } > /run/out/guest.log 2>&1
 cd "$tree" || echo "cannot cd to $tree" >> /run/out/guest.log
 perf test -v "$@" > /run/out/perf-test.log 2>&1
+if [ -n "$cost" ]; then
+	# shellcheck disable=SC2086
+	python3 "$top/bench/kernel_cost.py" $cost > /run/out/cost.txt 2>&1
+fi
+if [ -n "$record" ]; then
+	# the fork system call of a shell: kernel frames down to kernel_clone;
+	# written on tmpfs, as perf cannot mmap files of the 9p share
+	perf bstack record -o /tmp/guest.data -e sched:sched_process_fork -- \
+		sh -c 'for i in 1 2 3 4; do /bin/true; done' > /run/out/record.log 2>&1
+	cp /tmp/guest.data /run/out/guest.data
+fi
 touch /run/out/done
 sync
 echo o > /proc/sysrq-trigger

@@ -1,20 +1,34 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# make kernel-check: build a small 6.12 kernel with our kernel patches and
-# run the perf bstack tests in it under QEMU (TCG: this machine's KVM hangs).
+# make kernel-check: build a small 6.12 kernel with our kernel patches, and
+# the same kernel without them, and test both under QEMU (TCG: this
+# machine's KVM hangs).
 #
 #   scripts/kernel-check.sh [PERF_TEST_PATTERN...]
 #
-# KERNEL_PATCHES=none builds (and caches) the same kernel without our
-# kernel patches, to compare with.
-# The kernel comes from Debian's linux-source-6.12 with patches/kernel/*.patch
+# In the guest of the patched kernel: the perf tests matching the patterns
+# (default: every bstack test), the cost of build-id stacks against plain
+# ones (bench/kernel_cost.py), and a recording of kernel frames.  In the
+# guest of the unpatched kernel: the kernel frames test, which must see
+# the flag refused and fall back, and the same cost run.  Then, here, a
+# report of the guest's recording: its kernel is not the one running here,
+# so its frames must resolve through the guest's vmlinux in a build-id
+# cache, and only through it.  The two cost runs are put side by side in
+# $KERNEL_RESULTS (default bench/RESULTS-kernel.md): under TCG only ratios
+# taken within one boot mean anything.
+#
+#   KERNEL_PATCHES=none      only the unpatched kernel, running the tests
+#   KERNEL_COST=0            no cost runs (KERNEL_COST_SCALE: work per run,
+#                            times bench/'s smoke sizes; KERNEL_COST_REPEATS)
+#
+# The kernels come from Debian's linux-source-6.12 with patches/kernel/*.patch
 # and our kernel/ files laid over it, configured as tinyconfig plus
-# scripts/kernel-guest.config.  It is cached outside the clone, in
+# scripts/kernel-guest.config.  They are cached outside the clone, in
 # $PERF_BSTACK_CACHE (default ~/.cache/perf-bstack), under the hash of what
-# goes into it, so that it is rebuilt only when that changes.  The guest
-# mounts the host's root read-only over virtio-9p and runs the perf built
-# on the host; results come back over a second 9p share.  Prints
+# goes into them, so that each is rebuilt only when that changes.  The
+# guest mounts the host's root read-only over virtio-9p and runs the perf
+# built on the host; results come back over a second 9p share.  Prints
 # "N passed, N failed" and fails when a test does.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,33 +37,39 @@ tarball=${TARBALL:-/usr/src/linux-source-6.12.tar.xz}
 cache=${PERF_BSTACK_CACHE:-$HOME/.cache/perf-bstack}
 fragment=$top/scripts/kernel-guest.config
 perf_build=${PERF_BUILD:-$build/perf}
-kpatches=$top/patches/kernel
-[ "${KERNEL_PATCHES:-}" = none ] && kpatches=/nonexistent
+results=${KERNEL_RESULTS:-$top/bench/RESULTS-kernel.md}
+cost=${KERNEL_COST:-1}
+cost_scale=${KERNEL_COST_SCALE:-0.5}
+cost_repeats=${KERNEL_COST_REPEATS:-3}
 [ $# -gt 0 ] || set -- bstack
+pass=0
+fail=0
 
 if ! command -v qemu-system-x86_64 > /dev/null; then
 	echo "error: qemu-system-x86_64 not found (make deps installs it)" >&2
 	exit 1
 fi
 
-# what the kernel is made of: the tarball, our kernel patches and files, the
-# config; bump the version when build_kernel() changes what it builds
+# what a kernel is made of: the tarball, our kernel patches (in $1) and
+# files, the config; bump the version when build_kernel() changes what it
+# builds
 kernel_key() {
 	{
 		echo "build_kernel 1"
 		ls -l "$tarball"
-		find "$kpatches" "$top/kernel" -type f 2>/dev/null | sort | xargs cat
+		find "$1" "$top/kernel" -type f 2>/dev/null | sort | xargs cat
 		cat "$fragment"
 	} | sha256sum | cut -c1-16
 }
 
+# build_kernel PATCHES_DIR KDIR
 build_kernel() {
 	src=$build/kernel
 	echo "  KERNEL  extracting $tarball"
 	rm -rf "$src"
 	mkdir -p "$src"
 	tar -xJf "$tarball" -C "$src" --strip-components=1
-	for p in "$kpatches"/*.patch; do
+	for p in "$1"/*.patch; do
 		[ -e "$p" ] || continue
 		echo "  KERNEL  applying $(basename "$p")"
 		patch -d "$src" -p1 -s -N -F0 --no-backup-if-mismatch < "$p"
@@ -76,53 +96,174 @@ build_kernel() {
 		echo "error: the kernel build failed" >&2
 		exit 1
 	fi
-	mkdir -p "$kdir.tmp"
-	cp "$src/arch/x86/boot/bzImage" "$src/vmlinux" "$src/.config" "$kdir.tmp/"
-	rm -rf "$kdir"
-	mv "$kdir.tmp" "$kdir"
+	mkdir -p "$2.tmp"
+	cp "$src/arch/x86/boot/bzImage" "$src/vmlinux" "$src/.config" "$2.tmp/"
+	rm -rf "$2"
+	mv "$2.tmp" "$2"
 	rm -rf "$src"
 }
 
-kdir=$cache/kernel-$(kernel_key)
+# kernel_dir PATCHES_DIR: the cached kernel built with them, built if need be
+kernel_dir() {
+	kdir=$cache/kernel-$(kernel_key "$1")
+	if [ -f "$kdir/bzImage" ]; then
+		echo "  KERNEL  $kdir (cached)" >&2
+	else
+		build_kernel "$1" "$kdir" >&2
+	fi
+	echo "$kdir"
+}
+
+# boot KDIR OUT COST RECORD PERF_TEST_PATTERN...: run them in a guest
+boot() {
+	kdir=$1 out=$2 want_cost=$3 record=$4
+	shift 4
+	rm -rf "$out"
+	mkdir -p "$out"
+	{
+		echo "perf_build='$perf_build'"
+		echo "tree='$build/linux'"
+		echo "top='$top'"
+		[ "$want_cost" = 1 ] && echo "cost='--scale $cost_scale --repeats $cost_repeats'"
+		[ "$record" = 1 ] && echo "record=1"
+		printf 'set --'
+		printf " '%s'" "$@"
+		echo
+	} > "$out/args"
+	echo "  QEMU    $(basename "$kdir"): perf test $*$([ "$want_cost" = 1 ] && echo ', cost')"
+	timeout "${KERNEL_CHECK_TIMEOUT:-3600}" qemu-system-x86_64 -accel tcg -m 4G -smp 2 \
+		-nographic -no-reboot -kernel "$kdir/bzImage" \
+		-append "console=ttyS0 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L ro init=$top/scripts/guest-init.sh panic=-1 quiet" \
+		-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
+		-device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
+		-fsdev local,id=o,path="$out",security_model=none \
+		-device virtio-9p-pci,fsdev=o,mount_tag=out > "$out/console.log" 2>&1 || true
+	if [ ! -f "$out/done" ]; then
+		tail -n 30 "$out/console.log"
+		echo "error: the guest did not finish, see $out/console.log" >&2
+		fail=$((fail + 1))
+		return 1
+	fi
+	echo "  GUEST   $(cat "$out/uname")"
+	count_tests "$out/perf-test.log"
+}
+
+count_tests() {
+	res=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$1" || true)
+	if [ -z "$res" ]; then
+		echo "error: the guest ran no test, see $1"
+		fail=$((fail + 1))
+		return
+	fi
+	echo "$res"
+	pass=$((pass + $(echo "$res" | grep -c ': Ok$' || true)))
+	fail=$((fail + $(echo "$res" | grep -c -e ': FAILED!$' -e ': Skip' || true)))
+}
+
+# check NAME COMMAND...: one more test, run here
+check() {
+	name=$1
+	shift
+	if out=$("$@" 2>&1); then
+		echo "  $name: Ok"
+		pass=$((pass + 1))
+	else
+		echo "  $name: FAILED!"
+		echo "$out" | tail -n 20 | sed 's/^/    /'
+		fail=$((fail + 1))
+	fi
+}
+
+# the cost run of a guest printed "cost WORKLOAD BUILD_ID_NS PLAIN_NS RATIO IP%"
+cost_ok() {
+	[ "$(grep -c '^cost [a-z]* [1-9][0-9]* [1-9][0-9]* [0-9.]* [0-9.]*%$' "$1/cost.txt")" = 4 ] ||
+		{ cat "$1/cost.txt"; return 1; }
+}
+
+# The guest's recording, reported here, where another kernel runs: its
+# frames resolve through its vmlinux in a build-id cache, or given with
+# -k, and only then
+report_elsewhere() {
+	data=$1 vmlinux=$2 dir=$build/kernel-report
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	perf=$perf_build/perf
+	"$perf" --buildid-dir "$dir/empty" bstack report -i "$data" --stdio \
+		> "$dir/without.txt" 2> "$dir/without.err" || { cat "$dir/without.err"; return 1; }
+	grep -q '^# bstack: kernel [0-9a-f]*: no symbols: its vmlinux is in no build-id cache' \
+		"$dir/without.txt" || { echo "no missing-vmlinux line:"; head "$dir/without.txt"; return 1; }
+	if grep -q 'kernel_clone' "$dir/without.txt"; then
+		echo "kernel symbols without the guest's vmlinux"
+		return 1
+	fi
+	"$perf" --buildid-dir "$dir/cache" buildid-cache -a "$vmlinux" || return 1
+	"$perf" --buildid-dir "$dir/cache" bstack report -i "$data" --stdio \
+		> "$dir/with.txt" 2> "$dir/with.err" || { cat "$dir/with.err"; return 1; }
+	grep -q '^# bstack: kernel [0-9a-f]*: symbols from the build-id cache' "$dir/with.txt" ||
+		{ echo "no cached-kernel line:"; head "$dir/with.txt"; return 1; }
+	"$perf" --buildid-dir "$dir/cache" bstack report -i "$data" --folded \
+		> "$dir/with.folded" 2>&1 || return 1
+	grep -q 'kernel_clone' "$dir/with.folded" ||
+		{ echo "no kernel_clone:"; head -5 "$dir/with.folded"; return 1; }
+	"$perf" --buildid-dir "$dir/empty" bstack report -i "$data" --stdio -k "$vmlinux" \
+		> "$dir/given.txt" 2> "$dir/given.err" || { cat "$dir/given.err"; return 1; }
+	grep -q '^# bstack: kernel [0-9a-f]*: symbols from --vmlinux' "$dir/given.txt" &&
+		grep -q 'kernel_clone' "$dir/given.txt" ||
+		{ echo "-k vmlinux:"; head "$dir/given.txt"; return 1; }
+}
+
+write_results() {
+	{
+		echo "# perf bstack: BPF cost of build-id stacks, unpatched vs patched kernel"
+		echo
+		echo "Written by \`make kernel-check\` ($(date -u +%Y-%m-%d)): bench/kernel_cost.py in"
+		echo "two QEMU (TCG) guests of the same 6.12 config, one without and one with"
+		echo "patches/kernel. BPF ns per sample (kernel.bpf_stats_enabled, medians of"
+		echo "$cost_repeats interleaved runs, work $cost_scale × bench/'s smoke sizes) of"
+		echo "perf bstack record (user stacks as build-id + offset) and of the same"
+		echo "program with --ip-stacks (plain IPs). Under TCG only the ratio within one"
+		echo "boot means anything. Target: patched ratio ≤ 1.30×. \"IP\" is the share of"
+		echo "user frames the kernel gave as IPs, without a build-id."
+		echo
+		echo "| workload | unpatched build-id | plain | ratio | IP | patched build-id | plain | ratio | IP |"
+		echo "|---|---|---|---|---|---|---|---|---|"
+		for w in cpu churn dlopen threads; do
+			u=$(grep "^cost $w " "$1/cost.txt" | cut -d' ' -f3-)
+			p=$(grep "^cost $w " "$2/cost.txt" | cut -d' ' -f3-)
+			# shellcheck disable=SC2086
+			echo "| $w | $(printf '%s ns | %s ns | %s× | %s' $u) | $(printf '%s ns | %s ns | %s× | %s' $p) |"
+		done
+	} > "$results"
+}
+
 mkdir -p "$cache" "$build"
-if [ -f "$kdir/bzImage" ]; then
-	echo "  KERNEL  $kdir (cached)"
-else
-	build_kernel
+if [ "${KERNEL_PATCHES:-}" = none ]; then
+	kdir=$(kernel_dir /nonexistent)
+	boot "$kdir" "$build/guest-unpatched" 0 0 "$@" || true
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
 fi
 
-out=$build/guest-out
-rm -rf "$out"
-mkdir -p "$out"
-{
-	echo "perf_build='$perf_build'"
-	echo "tree='$build/linux'"
-	printf 'set --'
-	printf " '%s'" "$@"
-	echo
-} > "$out/args"
+patched=$(kernel_dir "$top/patches/kernel")
+unpatched=
+[ "$cost" = 1 ] && unpatched=$(kernel_dir /nonexistent)
+# the workloads of the cost runs, built here: the guest's root is read-only
+make -s -C "$top/bench/workloads" OUT="$build/bench"
 
-echo "  QEMU    booting the test kernel, running perf test $*"
-timeout "${KERNEL_CHECK_TIMEOUT:-3600}" qemu-system-x86_64 -accel tcg -m 4G -smp 2 \
-	-nographic -no-reboot -kernel "$kdir/bzImage" \
-	-append "console=ttyS0 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L ro init=$top/scripts/guest-init.sh panic=-1 quiet" \
-	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
-	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
-	-fsdev local,id=o,path="$out",security_model=none \
-	-device virtio-9p-pci,fsdev=o,mount_tag=out > "$build/guest-console.log" 2>&1 || true
-
-if [ ! -f "$out/done" ]; then
-	tail -n 30 "$build/guest-console.log"
-	echo "error: the guest did not finish its tests, see build/guest-console.log" >&2
-	echo "0 passed, 1 failed"
-	exit 1
+if boot "$patched" "$build/guest-patched" "$cost" 1 "$@"; then
+	[ "$cost" = 1 ] && check "patched kernel: cost run" cost_ok "$build/guest-patched"
+	check "patched kernel: its recording reported on another kernel" \
+		report_elsewhere "$build/guest-patched/guest.data" "$patched/vmlinux"
 fi
-cat "$out/perf-test.log" >> "$build/guest-console.log"
-results=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$out/perf-test.log" || true)
-echo "$results"
-pass=$(echo "$results" | grep -c ': Ok$' || true)
-fail=$(echo "$results" | grep -c -e ': FAILED!$' -e ': Skip' || true)
-[ -n "$results" ] || fail=1
-echo "  GUEST   $(cat "$out/uname")"
+if [ -n "$unpatched" ] &&
+   boot "$unpatched" "$build/guest-unpatched" 1 0 'kernel frames'; then
+	check "unpatched kernel: cost run" cost_ok "$build/guest-unpatched"
+fi
+if [ -n "$unpatched" ] && [ -f "$build/guest-unpatched/cost.txt" ] &&
+   [ -f "$build/guest-patched/cost.txt" ]; then
+	write_results "$build/guest-unpatched" "$build/guest-patched"
+	sed -n '/^| workload/,$p' "$results"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

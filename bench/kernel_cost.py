@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The BPF cost of build-id stacks against plain IP stacks, on this kernel.
+
+  python3 bench/kernel_cost.py [--repeats N] [--scale F] [--out FILE]
+
+Runs bench/'s workloads under perf bstack record and under the same BPF
+program without build-ids (--ip-stacks), interleaved, with
+kernel.bpf_stats_enabled=1, and prints for each workload the median BPF
+ns per sample of both, the median ratio of the two in a repeat, and the
+share of user frames the kernel gave as IPs.  make kernel-check runs it inside
+the guest of the patched and of the unpatched kernel, and puts the two
+side by side: under QEMU's TCG only ratios taken within one boot mean
+anything.  The workloads must be built (bench/workloads) beforehand.
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+import tempfile
+
+from run import BUILD, PROFILERS, SMOKE_SIZES, bpf_stats_enabled, run_once, sh
+
+COMPARED = ("bstack", "bstack --ip-stacks")
+
+
+def ip_frames_pct(err):
+    """The share of user frames the kernel gave as IPs, not build-ids"""
+    m = re.search(r"([\d.]+)% of \d+ user frames without build-id", err)
+    return float(m.group(1)) if m else None
+
+
+def measure(sizes, repeats, tmp):
+    """{(workload, profiler): [(BPF ns per sample, % IP frames) of each run]}"""
+    runs = {}
+    for _ in range(repeats):
+        for mode in sizes:
+            for prof in COMPARED:
+                data = os.path.join(tmp, "cost.data")
+                res = run_once(prof, mode, sizes, data)
+                runs.setdefault((mode, prof), []).append(
+                    (res.get("bpf_ns"), ip_frames_pct(res["err"])))
+                os.unlink(data)
+                print("run %s %s: %s ns, %s%% IP frames" % (
+                    mode, prof.replace(" ", ""), *runs[(mode, prof)][-1]), flush=True)
+    return runs
+
+
+def median(vals):
+    vals = [v for v in vals if v]
+    return statistics.median(vals) if vals else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="work per run, times bench/'s smoke sizes")
+    ap.add_argument("--out", help="also write the table here")
+    opts = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("kernel_cost: needs root (BPF)")
+    if not os.path.exists(os.path.join(BUILD, "bench_work")):
+        sys.exit("kernel_cost: build bench/workloads into %s first" % BUILD)
+    assert all(p in PROFILERS for p in COMPARED)
+    sizes = {m: max(int(n * opts.scale), 1) for m, n in SMOKE_SIZES.items()}
+
+    tmp = tempfile.mkdtemp(prefix="perf-bstack-cost.")
+    try:
+        with bpf_stats_enabled():
+            runs = measure(sizes, opts.repeats, tmp)
+    finally:
+        sh(["rm", "-rf", tmp])
+
+    lines = ["| workload | build-id ns/sample | plain ns/sample | ratio | user frames as IPs |",
+             "|---|---|---|---|---|"]
+    for mode in sizes:
+        bid_runs, ip_runs = runs[(mode, COMPARED[0])], runs[(mode, COMPARED[1])]
+        bid = median([ns for ns, _ in bid_runs])
+        ip = median([ns for ns, _ in ip_runs])
+        pct = median([p for _, p in bid_runs if p is not None])
+        # the median of the ratios of runs taken one after the other, which
+        # share the state of a noisy machine, rather than of the medians
+        ratio = median([b[0] / i[0] for b, i in zip(bid_runs, ip_runs) if b[0] and i[0]])
+        ratio = "%.2f" % ratio if ratio else "n/a"
+        pct = "n/a" if pct is None else "%.1f%%" % pct
+        lines.append("| %s | %s | %s | %s | %s |" % (mode, bid or "n/a", ip or "n/a", ratio, pct))
+        # for make kernel-check to collect
+        print("cost %s %d %d %s %s" % (mode, bid or 0, ip or 0, ratio, pct), flush=True)
+    table = "\n".join(lines) + "\n"
+    sys.stdout.write(table)
+    if opts.out:
+        with open(opts.out, "w") as f:
+            f.write(table)
+
+
+if __name__ == "__main__":
+    main()
