@@ -13,16 +13,26 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2> /dev/null
 mkdir -p /dev/pts
 mount -t devpts devpts /dev/pts	# tmux, for the TUI tests
-mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 mount -t tracefs tracefs /sys/kernel/tracing
-mkdir -p /run/out /tmp/home
+mkdir -p /run/out /run/hosttmp
 mount -t 9p -o trans=virtio,version=9p2000.L out /run/out
 ip link set lo up 2> /dev/null
 
 cost=
 record=
 . /run/out/args
+
+# a writable /tmp, where the tree stays visible if it is below the host's
+mount --bind /tmp /run/hosttmp
+mount -t tmpfs tmpfs /tmp
+mkdir -p /tmp/home
+case $top in
+/tmp/*)
+	mkdir -p "$top"
+	mount --bind "/run/hosttmp/${top#/tmp/}" "$top"
+	;;
+esac
 HOME=/tmp/home
 PATH=$perf_build:$PATH
 PERF_EXEC_PATH=$perf_build
