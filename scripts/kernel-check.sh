@@ -221,7 +221,8 @@ write_results() {
 		echo "patches/kernel. BPF ns per sample (kernel.bpf_stats_enabled, medians of"
 		echo "$cost_repeats interleaved runs, work $cost_scale × bench/'s smoke sizes) of"
 		echo "perf bstack record (user stacks as build-id + offset) and of the same"
-		echo "program with --ip-stacks (plain IPs). Under TCG only the ratio within one"
+		echo "program with --ip-stacks (plain IPs); the ratio is the median of the"
+		echo "ratios of the two runs of each repeat. Under TCG only the ratio within one"
 		echo "boot means anything. Target: patched ratio ≤ 1.30×. \"IP\" is the share of"
 		echo "user frames the kernel gave as IPs, without a build-id."
 		echo
