@@ -507,7 +507,7 @@ static u64 kernel_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame 
 		return UNKNOWN_IP;
 	}
 	if (f->offset >= KERNEL_BID_LEN) {
-		sum->nr_bogus_frames++;
+		sum->nr_kern_bogus_frames++;
 		return UNKNOWN_IP;
 	}
 	return c->kernel_text + f->offset;

@@ -294,8 +294,8 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
 	if (s->nr_kern_bid_frames) {
 		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset, %" PRIu64
-			" of them of modules (shown as unknown)\n",
-			s->nr_kern_bid_frames, s->nr_kern_module_frames);
+			" of them of modules and %" PRIu64 " bogus (shown as unknown)\n",
+			s->nr_kern_bid_frames, s->nr_kern_module_frames, s->nr_kern_bogus_frames);
 		fprintf(fp, "# bstack: kernel %s: %s\n", s->kernel_bid,
 			kernel_found_str(s->kernel_found));
 	}

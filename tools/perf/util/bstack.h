@@ -194,6 +194,7 @@ struct bpf_bstack_summary {
 	u64		nr_fetched;		/* binaries fetched from debuginfod */
 	u64		nr_kern_bid_frames;	/* kernel frames as build-id + offset */
 	u64		nr_kern_module_frames;	/* ... of another build-id: modules */
+	u64		nr_kern_bogus_frames;	/* ... past the end of any kernel */
 	char		kernel_bid[SBUILD_ID_SIZE];	/* of the recorded kernel */
 	enum bpf_bstack_kernel_found kernel_found;
 	struct strlist	*missing;		/* "build-id path" found in no cache */
