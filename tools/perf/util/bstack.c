@@ -73,9 +73,10 @@ bool bpf_bstack__is_event(struct evsel *evsel)
  * HEADER_BUILD_ID and the build-id cache (perf record), or counts as hit
  * (perf buildid-list --with-hits, perf archive).  The DSOs come from the
  * header, the MMAP2 records (which carry build-ids) or the maps of live
- * processes read while draining.  With check_files, as when recording, a
- * file whose build-id changed since it was mapped is not marked: the cache
- * would get the wrong binary.
+ * processes read while draining; those of kernel modules from the module
+ * list of the machine, with their build-ids from sysfs.  With check_files,
+ * as when recording, a file whose build-id changed since it was mapped is
+ * not marked: the cache would get the wrong binary.
  */
 enum bid_state {
 	BID_MARKED = 1,
@@ -153,7 +154,9 @@ static int mark_build_id(struct machine *machine, const u8 *build_id, bool check
 	dso = bpf_bstack__find_dso(machine, build_id);
 	if (!dso) {
 		state = BID_UNSEEN;
-	} else if (check_files && (dso__is_kcore(dso) || !dso_file_matches(dso))) {
+	} else if (check_files && (dso__is_kcore(dso) ||
+				   /* a module's build-id is read from sysfs, not its file */
+				   (!dso__kernel(dso) && !dso_file_matches(dso)))) {
 		state = BID_CHANGED;
 	} else {
 		dso__set_hit(dso);
@@ -185,7 +188,9 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 
 		if (kmap)
 			dso__set_hit(map__dso(kmap));
-		goto out;
+		/* and the modules that kernel frames with build-ids name */
+		if (stack->kind == BPF_BSTACK_STACK_KERNEL)
+			goto out;
 	}
 
 	if (!bid_states) {
@@ -294,8 +299,10 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
 	if (s->nr_kern_bid_frames) {
 		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset, %" PRIu64
-			" of them of modules and %" PRIu64 " bogus (shown as unknown)\n",
-			s->nr_kern_bid_frames, s->nr_kern_module_frames, s->nr_kern_bogus_frames);
+			" of them in %u modules (%u without symbols), %" PRIu64
+			" bogus and %" PRIu64 " of no module map (shown as unknown)\n",
+			s->nr_kern_bid_frames, s->nr_kern_module_frames, s->nr_kmods,
+			s->nr_kmods_missing, s->nr_kern_bogus_frames, s->nr_kern_unplaced_frames);
 		fprintf(fp, "# bstack: kernel %s: %s\n", s->kernel_bid,
 			kernel_found_str(s->kernel_found));
 	}
