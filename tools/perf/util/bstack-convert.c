@@ -23,6 +23,7 @@
 #include <internal/evlist.h>
 #include <internal/evsel.h>
 #include <internal/lib.h>
+#include <api/fs/fs.h>
 
 #include "util/addr_location.h"
 #include "util/bstack.h"
@@ -70,6 +71,15 @@
  */
 #define KERNEL_BID_TEXT	0xffffffff81000000ULL
 #define KERNEL_BID_LEN	(1ULL << 30)
+/*
+ * Frames of a module are placed in its recorded map, at the text address
+ * it was loaded at.  A module missing from the recorded module list
+ * (loaded after the recording started) gets a map of its own here, in the
+ * 2 GiB below the kernel image that x86_64 leaves unused.
+ */
+#define KMOD_BID_BASE	0xffffffff00000000ULL
+#define KMOD_BID_SIZE	(32ULL << 20)
+#define MAX_KMODS	64
 
 #define OUT_SAMPLE_TYPES (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
 			  PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | \
@@ -83,6 +93,11 @@ struct bstack_slot {
 	u64		base;
 	u64		limit;		/* offsets at or above are bogus */
 	bool		available;	/* a file with this build-id was found */
+};
+
+/* A module that build-id kernel frames name */
+struct bstack_kmod {
+	struct map	*map;		/* where its frames go, NULL: nowhere */
 };
 
 struct bstack_conv {
@@ -105,6 +120,9 @@ struct bstack_conv {
 	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
 	struct build_id			kernel_bid;	/* of the kernel they were taken in */
 	u64				kernel_text;	/* where its _text is placed */
+	u64				kernel_len;	/* up to the first module */
+	struct hashmap			*kmods;		/* build-id key -> struct bstack_kmod * */
+	int				nr_new_kmods;	/* placed from KMOD_BID_BASE on */
 	u64				*chain;
 	union perf_event		*event;
 };
@@ -488,6 +506,31 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 	return slot->base + offset;
 }
 
+static bool is_kernel_bid(struct bstack_conv *c, const u8 *build_id)
+{
+	return c->kernel_bid.size &&
+	       !memcmp(build_id, c->kernel_bid.data, min_t(size_t, c->kernel_bid.size,
+							  BUILD_ID_SIZE));
+}
+
+/* A frame of a module, at its offset from the text of the module's map */
+static u64 kmod_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame *f)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	struct bstack_kmod *kmod;
+
+	sum->nr_kern_module_frames++;
+	if (!hashmap__find(c->kmods, bpf_bstack__bid_key(f->build_id), &kmod) || !kmod->map) {
+		sum->nr_kern_unplaced_frames++;
+		return UNKNOWN_IP;
+	}
+	if (f->offset >= map__size(kmod->map)) {
+		sum->nr_kern_bogus_frames++;
+		return UNKNOWN_IP;
+	}
+	return map__start(kmod->map) + f->offset;
+}
+
 /*
  * A kernel frame as build-id + offset from _text (BPF_F_KERNEL_BUILD_ID):
  * an address in the kernel map written for the kernel it was taken in.
@@ -500,13 +543,9 @@ static u64 kernel_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame 
 	if (f->status != BPF_STACK_BUILD_ID_VALID)
 		return f->offset;	/* an IP: a BPF program, a trampoline */
 	sum->nr_kern_bid_frames++;
-	if (!c->kernel_bid.size ||
-	    memcmp(f->build_id, c->kernel_bid.data, min_t(size_t, c->kernel_bid.size,
-							  BUILD_ID_SIZE))) {
-		sum->nr_kern_module_frames++;
-		return UNKNOWN_IP;
-	}
-	if (f->offset >= KERNEL_BID_LEN) {
+	if (!is_kernel_bid(c, f->build_id))
+		return kmod_frame_ip(c, f);
+	if (f->offset >= c->kernel_len) {
 		sum->nr_kern_bogus_frames++;
 		return UNKNOWN_IP;
 	}
@@ -600,6 +639,213 @@ static void setup_kernel_bid(struct bstack_conv *c, struct dso *kernel)
 	}
 }
 
+struct kmod_search {
+	struct build_id	bid;		/* by build-id */
+	u64		above;		/* or the first one above this address */
+	struct map	*map;
+};
+
+static int kmod_by_bid_cb(struct map *map, void *data)
+{
+	struct kmod_search *args = data;
+	struct dso *dso = map__dso(map);
+
+	if (!__map__is_kmodule(map) || !dso__has_build_id(dso) ||
+	    !dso__build_id_equal(dso, &args->bid))
+		return 0;
+	args->map = map__get(map);
+	return 1;
+}
+
+/* The map of a module of the recorded module list, by its build-id */
+static struct map *recorded_kmod_map(struct machine *machine, const u8 *build_id)
+{
+	struct kmod_search args = { .map = NULL, };
+
+	build_id__init(&args.bid, build_id, BUILD_ID_SIZE);
+	maps__for_each_map(machine__kernel_maps(machine), kmod_by_bid_cb, &args);
+	return args.map;
+}
+
+/*
+ * A module that is not in the recorded module list is named after its
+ * path in the build-id cache; "[buildid:<hex>]" when it is not there, or
+ * when another build of it was recorded.  A recorded module that has no
+ * build-id is taken to be this one.
+ */
+static struct map *kmod_by_name(struct machine *machine, struct build_id *bid,
+				char *name, size_t size)
+{
+	struct kmod_path m = { .name = NULL, };
+	char sbid[SBUILD_ID_SIZE], *orig;
+	struct map *map = NULL;
+
+	build_id__sprintf(bid, sbid);
+	snprintf(name, size, "[buildid:%s]", sbid);
+	orig = build_id_cache__origname(sbid);
+	if (orig && !kmod_path__parse_name(&m, orig) && m.kmod && m.name) {
+		map = maps__find_by_name(machine__kernel_maps(machine), m.name);
+		if (!map)
+			snprintf(name, size, "%s", orig);
+		else if (!dso__has_build_id(map__dso(map)))
+			dso__set_build_id(map__dso(map), bid);
+		else
+			map__zput(map);
+	}
+	free(m.name);
+	free(orig);
+	return map;
+}
+
+/* A map of its own for a module, fed to the machine like a recorded one */
+static struct map *new_kmod_map(struct bstack_conv *c, struct machine *machine,
+				const struct build_id *bid, const char *name)
+{
+	struct perf_record_mmap2 *mm = &c->event->mmap2;
+	struct perf_sample sample = { .cpumode = PERF_RECORD_MISC_KERNEL, };
+	u64 start = KMOD_BID_BASE + c->nr_new_kmods * KMOD_BID_SIZE;
+
+	if (c->nr_new_kmods >= MAX_KMODS)
+		return NULL;
+	memset(mm, 0, sizeof(*mm));
+	mm->header.type = PERF_RECORD_MMAP2;
+	mm->header.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_MMAP_BUILD_ID;
+	mm->header.size = sizeof(*mm);
+	mm->pid = machine->pid;
+	mm->start = start;
+	mm->len = KMOD_BID_SIZE;
+	mm->build_id_size = bid->size;
+	memcpy(mm->build_id, bid->data, bid->size);
+	snprintf(mm->filename, sizeof(mm->filename), "%s", name);
+	if (machine__process_mmap2_event(machine, c->event, &sample))
+		return NULL;
+	c->nr_new_kmods++;
+	return maps__find(machine__kernel_maps(machine), start);
+}
+
+/*
+ * Is the module loaded here, at the address it was recorded at?  Then
+ * perf report takes its symbols from kallsyms, with the kernel's.
+ */
+static bool kmod_loaded_here(struct bstack_conv *c, struct map *map)
+{
+	struct dso *dso = map__dso(map);
+	int len = dso__short_name_len(dso) - 2;	/* "[name]" */
+	unsigned long long text;
+	char path[PATH_MAX];
+	struct build_id bid;
+
+	if (c->sum->kernel_found != BPF_BSTACK_KERNEL_RUNNING || len <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/sys/module/%.*s/notes/.note.gnu.build-id", len,
+		 dso__short_name(dso) + 1);
+	if (sysfs__read_build_id(path, &bid) || !dso__build_id_equal(dso, &bid))
+		return false;
+	snprintf(path, sizeof(path), "/sys/module/%.*s/sections/.text", len,
+		 dso__short_name(dso) + 1);
+	return !filename__read_xll(path, &text) && text == map__start(map);
+}
+
+/* Where are the symbols of a module?  Listed as missing when nowhere */
+static void check_kmod_symbols(struct bstack_conv *c, struct map *map)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	struct dso *dso = map__dso(map);
+	char sbid[SBUILD_ID_SIZE];
+	u64 size;
+
+	dso__set_hit(dso);
+	if (find_binary(dso, &size) || kmod_loaded_here(c, map))
+		return;
+	if (fetch_from_debuginfod(dso, true) && find_binary(dso, &size)) {
+		sum->nr_fetched++;
+		return;
+	}
+	sum->nr_kmods_missing++;
+	build_id__sprintf(dso__bid(dso), sbid);
+	bpf_bstack__summary_add_missing(sum, sbid, dso__long_name(dso));
+}
+
+static int add_kmod(struct bstack_conv *c, struct machine *machine, const u8 *build_id)
+{
+	struct bstack_kmod *kmod;
+	char name[PATH_MAX];
+	struct build_id bid;
+
+	kmod = zalloc(sizeof(*kmod));
+	if (!kmod)
+		return -ENOMEM;
+	if (hashmap__add(c->kmods, bpf_bstack__bid_key(build_id), kmod)) {
+		free(kmod);
+		return -ENOMEM;
+	}
+	build_id__init(&bid, build_id, BUILD_ID_SIZE);
+	kmod->map = recorded_kmod_map(machine, build_id);
+	if (!kmod->map)
+		kmod->map = kmod_by_name(machine, &bid, name, sizeof(name));
+	if (!kmod->map)
+		kmod->map = new_kmod_map(c, machine, &bid, name);
+	c->sum->nr_kmods++;
+	if (kmod->map)
+		check_kmod_symbols(c, kmod->map);
+	return 0;
+}
+
+/*
+ * The modules that build-id kernel frames name, each given a map before
+ * the module maps are written out: its recorded one, or a new one.
+ */
+static int setup_kernel_modules(struct bstack_conv *c, struct machine *machine)
+{
+	struct hashmap_entry *cur;
+	size_t bkt;
+	u32 i;
+	int err;
+
+	hashmap__for_each_entry(c->stacks, cur, bkt) {
+		struct bpf_bstack_rec_stack *stack = cur->pvalue;
+		const struct bpf_bstack_frame *f = bpf_bstack__user_frames(stack);
+
+		if (stack->kind != BPF_BSTACK_STACK_KERNEL_BID)
+			continue;
+		for (i = 0; i < stack->nr; i++) {
+			if (f[i].status != BPF_STACK_BUILD_ID_VALID ||
+			    is_kernel_bid(c, f[i].build_id) ||
+			    hashmap__find(c->kmods, bpf_bstack__bid_key(f[i].build_id), NULL))
+				continue;
+			err = add_kmod(c, machine, f[i].build_id);
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
+static int first_kmod_above_cb(struct map *map, void *data)
+{
+	struct kmod_search *args = data;
+
+	if (__map__is_kmodule(map) && map__start(map) > args->above &&
+	    (!args->map || map__start(map) < map__start(args->map))) {
+		map__put(args->map);
+		args->map = map__get(map);
+	}
+	return 0;
+}
+
+/* The kernel map ends where the first module above it starts: no overlap */
+static u64 kernel_bid_len(struct machine *machine, u64 text)
+{
+	struct kmod_search args = { .above = text, .map = NULL, };
+	u64 len = KERNEL_BID_LEN;
+
+	maps__for_each_map(machine__kernel_maps(machine), first_kmod_above_cb, &args);
+	if (args.map && map__start(args.map) - text < len)
+		len = map__start(args.map) - text;
+	map__put(args.map);
+	return len;
+}
+
 /* The kernel map of setup_kernel_bid(), with its build-id */
 static int write_kernel_bid_mmap(struct bstack_conv *c, struct machine *machine)
 {
@@ -611,7 +857,7 @@ static int write_kernel_bid_mmap(struct bstack_conv *c, struct machine *machine)
 	mm->header.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_MMAP_BUILD_ID;
 	mm->pid = machine->pid;
 	mm->start = c->kernel_text;
-	mm->len = KERNEL_BID_LEN;
+	mm->len = c->kernel_len;
 	mm->pgoff = c->kernel_text;	/* where the reference symbol, _text, is */
 	mm->build_id_size = c->kernel_bid.size;
 	memcpy(mm->build_id, c->kernel_bid.data, c->kernel_bid.size);
@@ -939,11 +1185,16 @@ static int write_output(struct bstack_conv *c, const char *output)
 	machine->id_hdr_size = evlist__id_hdr_size(c->evlist);
 	if (c->has_kern_bid && machine__kernel_map(machine))
 		setup_kernel_bid(c, map__dso(machine__kernel_map(machine)));
-	/* a write error stays in c->err, and stops the writes that follow */
-	if (c->kernel_bid.size)
+	if (c->kernel_bid.size) {
+		err = setup_kernel_modules(c, machine);
+		if (err)
+			goto out;
+		c->kernel_len = kernel_bid_len(machine, c->kernel_text);
+		/* a write error stays in c->err, and stops the writes that follow */
 		write_kernel_bid_mmap(c, machine);
-	else
+	} else {
 		perf_event__synthesize_kernel_mmap(&c->tool, synthesized, machine);
+	}
 	perf_event__synthesize_modules(&c->tool, synthesized, machine);
 
 	if (c->nr_counts)	/* qsort() must not see the NULL of no counts */
@@ -1012,6 +1263,15 @@ static void conv_free(struct bstack_conv *c)
 			free(cur->pvalue);
 		hashmap__free(c->comms);
 	}
+	if (c->kmods) {
+		hashmap__for_each_entry(c->kmods, cur, bkt) {
+			struct bstack_kmod *kmod = cur->pvalue;
+
+			map__put(kmod->map);
+			free(kmod);
+		}
+		hashmap__free(c->kmods);
+	}
 	hashmap__free(c->mapped);
 	strlist__delete(c->wanted);
 	evlist__delete(c->evlist);
@@ -1067,8 +1327,10 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	c.slots = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	c.mapped = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	c.comms = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
-	if (IS_ERR(c.stacks) || IS_ERR(c.slots) || IS_ERR(c.mapped) || IS_ERR(c.comms)) {
-		c.stacks = c.slots = c.mapped = c.comms = NULL;
+	c.kmods = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	if (IS_ERR(c.stacks) || IS_ERR(c.slots) || IS_ERR(c.mapped) || IS_ERR(c.comms) ||
+	    IS_ERR(c.kmods)) {
+		c.stacks = c.slots = c.mapped = c.comms = c.kmods = NULL;
 		conv_free(&c);
 		return -ENOMEM;
 	}

@@ -195,6 +195,9 @@ struct bpf_bstack_summary {
 	u64		nr_kern_bid_frames;	/* kernel frames as build-id + offset */
 	u64		nr_kern_module_frames;	/* ... of another build-id: modules */
 	u64		nr_kern_bogus_frames;	/* ... past the end of any kernel */
+	u64		nr_kern_unplaced_frames; /* ... of modules with no map */
+	u32		nr_kmods;		/* modules named by kernel frames */
+	u32		nr_kmods_missing;	/* ... with no symbols to be found */
 	char		kernel_bid[SBUILD_ID_SIZE];	/* of the recorded kernel */
 	enum bpf_bstack_kernel_found kernel_found;
 	struct strlist	*missing;		/* "build-id path" found in no cache */
