@@ -21,6 +21,7 @@ ip link set lo up 2> /dev/null
 
 cost=
 record=
+testmod=
 . /run/out/args
 
 # a writable /tmp, where the tree stays visible if it is below the host's
@@ -36,7 +37,8 @@ esac
 HOME=/tmp/home
 PATH=$perf_build:$PATH
 PERF_EXEC_PATH=$perf_build
-export HOME PATH PERF_EXEC_PATH
+BSTACK_TESTMOD=$testmod	# the module of the module-frames tests
+export HOME PATH PERF_EXEC_PATH BSTACK_TESTMOD
 uname -r -v > /run/out/uname
 {
 	perf version
@@ -54,6 +56,12 @@ if [ -n "$record" ]; then
 	perf bstack record -o /tmp/guest.data -e sched:sched_process_fork -- \
 		sh -c 'for i in 1 2 3 4; do /bin/true; done' > /run/out/record.log 2>&1
 	cp /tmp/guest.data /run/out/guest.data
+	# and frames in a module, bstack_testmod's
+	if [ -n "$testmod" ] && { [ -e /proc/bstack_testmod ] || insmod "$testmod"; }; then
+		perf bstack record -F 999 -o /tmp/kmod.data -- \
+			sh -c 'echo 500 > /proc/bstack_testmod' >> /run/out/record.log 2>&1
+		cp /tmp/kmod.data /run/out/kmod.data
+	fi
 fi
 touch /run/out/done
 sync

@@ -9,14 +9,17 @@
 #
 # In the guest of the patched kernel: the perf tests matching the patterns
 # (default: every bstack test), the cost of build-id stacks against plain
-# ones (bench/kernel_cost.py), and a recording of kernel frames.  In the
-# guest of the unpatched kernel: the kernel frames test, which must see
-# the flag refused and fall back, and the same cost run.  Then, here, a
-# report of the guest's recording: its kernel is not the one running here,
-# so its frames must resolve through the guest's vmlinux in a build-id
-# cache, and only through it.  The two cost runs are put side by side in
-# $KERNEL_RESULTS (default bench/RESULTS-kernel.md): under TCG only ratios
-# taken within one boot mean anything.
+# ones (bench/kernel_cost.py), and recordings of kernel frames, in vmlinux
+# and in bstack_testmod.ko (tools/perf/tests/bstack_testmod, built with
+# each kernel; the kernel frames test loads it too).  In the guest of the
+# unpatched kernel: the kernel frames test, which must see the flag
+# refused and fall back, and the same cost run.  Then, here, reports of
+# the guest's recordings: its kernel is not the one running here, so its
+# frames must resolve through the guest's vmlinux, and those of the module
+# through its .ko, in a build-id cache, and only through them.  The two
+# cost runs are put side by side in $KERNEL_RESULTS (default
+# bench/RESULTS-kernel.md): under TCG only ratios taken within one boot
+# mean anything.
 #
 #   KERNEL_PATCHES=none      only the unpatched kernel, running the tests
 #   KERNEL_COST=0            no cost runs (KERNEL_COST_SCALE: work per run,
@@ -36,6 +39,7 @@ build=$top/build
 tarball=${TARBALL:-/usr/src/linux-source-6.12.tar.xz}
 cache=${PERF_BSTACK_CACHE:-$HOME/.cache/perf-bstack}
 fragment=$top/scripts/kernel-guest.config
+testmod=$top/tools/perf/tests/bstack_testmod
 perf_build=${PERF_BUILD:-$build/perf}
 results=${KERNEL_RESULTS:-$top/bench/RESULTS-kernel.md}
 cost=${KERNEL_COST:-1}
@@ -55,9 +59,9 @@ fi
 # builds
 kernel_key() {
 	{
-		echo "build_kernel 1"
+		echo "build_kernel 2"
 		ls -l "$tarball"
-		find "$1" "$top/kernel" -type f 2>/dev/null | sort | xargs cat
+		find "$1" "$top/kernel" "$testmod" -type f 2>/dev/null | sort | xargs cat
 		cat "$fragment"
 	} | sha256sum | cut -c1-16
 }
@@ -90,14 +94,24 @@ build_kernel() {
 		echo "error: the kernel config lost: $missing" >&2
 		exit 1
 	fi
+	# modules too, for the Module.symvers of bstack_testmod.ko's build
 	echo "  KERNEL  building bzImage (several minutes), log in build/kernel-build.log"
-	if ! make -C "$src" -j"$(nproc)" bzImage > "$build/kernel-build.log" 2>&1; then
+	if ! make -C "$src" -j"$(nproc)" bzImage modules > "$build/kernel-build.log" 2>&1; then
 		tail -n 30 "$build/kernel-build.log"
 		echo "error: the kernel build failed" >&2
 		exit 1
 	fi
+	# the module of the module-frames tests, built out of tree against it
+	rm -rf "$build/testmod"
+	cp -r "$testmod" "$build/testmod"
+	if ! make -C "$src" M="$build/testmod" modules >> "$build/kernel-build.log" 2>&1; then
+		tail -n 30 "$build/kernel-build.log"
+		echo "error: the build of bstack_testmod.ko failed" >&2
+		exit 1
+	fi
 	mkdir -p "$2.tmp"
-	cp "$src/arch/x86/boot/bzImage" "$src/vmlinux" "$src/.config" "$2.tmp/"
+	cp "$src/arch/x86/boot/bzImage" "$src/vmlinux" "$src/.config" \
+		"$build/testmod/bstack_testmod.ko" "$2.tmp/"
 	rm -rf "$2"
 	mv "$2.tmp" "$2"
 	rm -rf "$src"
@@ -126,6 +140,7 @@ boot() {
 		echo "top='$top'"
 		[ "$want_cost" = 1 ] && echo "cost='--scale $cost_scale --repeats $cost_repeats'"
 		[ "$record" = 1 ] && echo "record=1"
+		[ -f "$kdir/bstack_testmod.ko" ] && echo "testmod='$kdir/bstack_testmod.ko'"
 		printf 'set --'
 		printf " '%s'" "$@"
 		echo
@@ -212,6 +227,30 @@ report_elsewhere() {
 		{ echo "-k vmlinux:"; head "$dir/given.txt"; return 1; }
 }
 
+# The same for the guest's recording of frames in bstack_testmod: they
+# resolve through its .ko in a build-id cache, and only through it
+report_module_elsewhere() {
+	data=$1 ko=$2 dir=$build/kernel-report
+	perf=$perf_build/perf
+	"$perf" --buildid-dir "$dir/empty" bstack report -i "$data" --stdio \
+		> "$dir/kmod-without.txt" 2> "$dir/kmod-without.err" ||
+		{ cat "$dir/kmod-without.err"; return 1; }
+	grep -q '^# bstack: .* of them in 1 module (1 without symbols)' "$dir/kmod-without.txt" &&
+		grep -q '^# bstack:   [0-9a-f]* \[bstack_testmod\]' "$dir/kmod-without.txt" ||
+		{ echo "the module is not missing:"; head -12 "$dir/kmod-without.txt"; return 1; }
+	if grep -q 'bstack_testmod_spin' "$dir/kmod-without.txt"; then
+		echo "module symbols without its .ko"
+		return 1
+	fi
+	"$perf" --buildid-dir "$dir/kmod-cache" buildid-cache -a "$ko" || return 1
+	"$perf" --buildid-dir "$dir/kmod-cache" bstack report -i "$data" --stdio \
+		> "$dir/kmod-with.txt" 2> "$dir/kmod-with.err" ||
+		{ cat "$dir/kmod-with.err"; return 1; }
+	grep -q '^# bstack: .* of them in 1 module (0 without symbols)' "$dir/kmod-with.txt" &&
+		grep -q 'bstack_testmod_spin' "$dir/kmod-with.txt" ||
+		{ echo "no module symbols from its .ko:"; head -30 "$dir/kmod-with.txt"; return 1; }
+}
+
 write_results() {
 	{
 		echo "# perf bstack: BPF cost of build-id stacks, unpatched vs patched kernel"
@@ -256,6 +295,8 @@ if boot "$patched" "$build/guest-patched" "$cost" 1 "$@"; then
 	[ "$cost" = 1 ] && check "patched kernel: cost run" cost_ok "$build/guest-patched"
 	check "patched kernel: its recording reported on another kernel" \
 		report_elsewhere "$build/guest-patched/guest.data" "$patched/vmlinux"
+	check "patched kernel: its module frames reported on another kernel" \
+		report_module_elsewhere "$build/guest-patched/kmod.data" "$patched/bstack_testmod.ko"
 fi
 if [ -n "$unpatched" ] &&
    boot "$unpatched" "$build/guest-unpatched" 1 0 'kernel frames'; then

@@ -299,10 +299,11 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 			s->nr_damaged, s->nr_missing_stacks, s->nr_no_stack);
 	if (s->nr_kern_bid_frames) {
 		fprintf(fp, "# bstack: %" PRIu64 " kernel frames as build-id + offset, %" PRIu64
-			" of them in %u modules (%u without symbols), %" PRIu64
+			" of them in %u module%s (%u without symbols), %" PRIu64
 			" bogus and %" PRIu64 " of no module map (shown as unknown)\n",
 			s->nr_kern_bid_frames, s->nr_kern_module_frames, s->nr_kmods,
-			s->nr_kmods_missing, s->nr_kern_bogus_frames, s->nr_kern_unplaced_frames);
+			s->nr_kmods == 1 ? "" : "s", s->nr_kmods_missing,
+			s->nr_kern_bogus_frames, s->nr_kern_unplaced_frames);
 		fprintf(fp, "# bstack: kernel %s: %s\n", s->kernel_bid,
 			kernel_found_str(s->kernel_found));
 	}

@@ -6,7 +6,8 @@
 # with the running kernel's build-id and offsets from _text that are the
 # functions kallsyms has there; on a kernel without it, as IPs, said so
 # at the end of the recording.  Either way the report shows the kernel
-# functions of a known path: the fork system call of the workload.
+# functions of a known path: the fork system call of the workload.  With
+# BSTACK_TESTMOD (the guests of make kernel-check), frames of a module too.
 
 # shellcheck source=lib/bstack.sh
 . "$(dirname "$0")"/lib/bstack.sh
@@ -83,8 +84,85 @@ test_kernel_frames() {
 		fail "no frame at kernel_clone: $(sort -u "$tmp/resolved" | tr '\n' ' ')"
 }
 
+# the build-id of a loaded module, from its notes in sysfs
+module_build_id() {
+	python3 - "/sys/module/$1/notes/.note.gnu.build-id" <<'PY'
+import struct, sys
+d, off = open(sys.argv[1], "rb").read(), 0
+while off + 12 <= len(d):
+    namesz, descsz, kind = struct.unpack_from("<III", d, off)
+    name = d[off + 12:off + 12 + namesz]
+    off += 12 + (namesz + 3) // 4 * 4
+    if kind == 3 and name.startswith(b"GNU"):
+        print(d[off:off + descsz].hex())
+    off += (descsz + 3) // 4 * 4
+PY
+}
+
+# every VALID kernel frame of the module: an offset from its text that
+# lands in one of its functions in kallsyms (printed, for the caller)
+check_module_frames() {
+	python3 - "$tmp/mscript" "$1" "$2" "$3" > "$tmp/mresolved" <<'PY'
+import bisect, sys
+script, mod, bid, text = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4], 16)
+syms = sorted((int(f[0], 16), f[2]) for f in map(str.split, open("/proc/kallsyms"))
+              if len(f) > 3 and f[3] == "[%s]" % mod and f[1] in "tT")
+addrs = [a for a, _ in syms]
+kernel = False
+for line in open(script):
+    f = line.split()
+    if f and f[0] == "STACK":
+        kernel = f[2] == "kernel-bid"
+    elif kernel and f and f[0] == "VALID" and f[1] == bid.ljust(40, "0")[:40]:
+        i = bisect.bisect_right(addrs, text + int(f[2], 16)) - 1
+        print(syms[i][1] if i >= 0 else "?")
+PY
+}
+
+# Frames in a module: make kernel-check's guests have bstack_testmod.ko,
+# named by BSTACK_TESTMOD, which spins in its functions when its /proc
+# file is written to.  Elsewhere (no modules, or not this one) only said.
+test_module_frames() {
+	mod=bstack_testmod
+	if [ -z "${BSTACK_TESTMOD:-}" ]; then
+		echo "module frames: not tested here, BSTACK_TESTMOD names no $mod.ko" \
+			"(make kernel-check sets it)"
+		return
+	fi
+	if [ ! -e /proc/$mod ] && ! insmod "$BSTACK_TESTMOD" 2> "$tmp/insmod.err"; then
+		fail "cannot load $BSTACK_TESTMOD: $(cat "$tmp/insmod.err")"
+		return
+	fi
+	perf --buildid-dir "$cache" bstack record -F 999 -o "$tmp/m.data" -- \
+		sh -c "echo 500 > /proc/$mod" > "$tmp/mrec.out" 2>&1 ||
+		{ fail "record of module frames: $(tail -1 "$tmp/mrec.out")"; return; }
+	perf bstack script -i "$tmp/m.data" > "$tmp/mscript" 2>&1 || fail "script of module frames"
+	perf --buildid-dir "$cache" bstack report -i "$tmp/m.data" --stdio > "$tmp/mreport" 2>&1 ||
+		fail "report of module frames"
+	perf --buildid-dir "$cache" bstack report -i "$tmp/m.data" --folded > "$tmp/mfolded" 2>&1 ||
+		fail "report --folded of module frames"
+	echo "the report shows the module's functions"
+	grep -q "bstack_testmod_write;bstack_testmod_spin" "$tmp/mfolded" ||
+		fail "no bstack_testmod_write -> _spin: $(grep -m1 "$mod" "$tmp/mfolded")"
+	if grep -q 'kernel frames as IPs' "$tmp/mrec.out"; then
+		return
+	fi
+
+	echo "module frames as build-id + offset: the module's, at kallsyms' functions"
+	mbid=$(module_build_id $mod)
+	[ -n "$mbid" ] || { fail "no build-id in /sys/module/$mod/notes"; return; }
+	perf buildid-list -i "$tmp/m.data" 2> /dev/null | grep -q "^$mbid " ||
+		fail "the recording's header has no build-id of $mod"
+	check_module_frames $mod "$mbid" "$(cat /sys/module/$mod/sections/.text)"
+	grep -q bstack_testmod_spin "$tmp/mresolved" ||
+		fail "no frame at bstack_testmod_spin: $(sort -u "$tmp/mresolved" | tr '\n' ' ')"
+	grep -q 'of them in 1 module (0 without symbols)' "$tmp/mreport" ||
+		fail "the module is not counted: $(grep 'bstack: .* kernel frames' "$tmp/mreport")"
+}
+
 test_kernel_frames
 test_report
+test_module_frames
 
 [ $err = 0 ] && echo "perf bstack kernel frames test [Success]"
 exit $err
