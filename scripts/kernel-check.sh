@@ -252,6 +252,8 @@ report_module_elsewhere() {
 }
 
 write_results() {
+	# the sections below the table (past runs, what they show) are kept
+	notes=$(sed -n '/^## /,$p' "$results" 2> /dev/null || true)
 	{
 		echo "# perf bstack: BPF cost of build-id stacks, unpatched vs patched kernel"
 		echo
@@ -273,7 +275,9 @@ write_results() {
 			# shellcheck disable=SC2086
 			echo "| $w | $(printf '%s ns | %s ns | %s× | %s' $u) | $(printf '%s ns | %s ns | %s× | %s' $p) |"
 		done
-	} > "$results"
+		[ -z "$notes" ] || printf '\n%s\n' "$notes"
+	} > "$results.tmp"
+	mv "$results.tmp" "$results"
 }
 
 mkdir -p "$cache" "$build"
