@@ -195,6 +195,15 @@ cost_ok() {
 		{ cat "$1/cost.txt"; return 1; }
 }
 
+# report_to NAME BUILDID_DIR DATA REPORT_ARGS...: perf bstack report of
+# DATA with that build-id cache into $dir/NAME.txt, its errors shown
+report_to() {
+	name=$1 cachedir=$2 data=$3
+	shift 3
+	"$perf_build/perf" --buildid-dir "$cachedir" bstack report -i "$data" "$@" \
+		> "$dir/$name.txt" 2> "$dir/$name.err" || { cat "$dir/$name.err"; return 1; }
+}
+
 # The guest's recording, reported here, where another kernel runs: its
 # frames resolve through its vmlinux in a build-id cache, or given with
 # -k, and only then
@@ -202,26 +211,21 @@ report_elsewhere() {
 	data=$1 vmlinux=$2 dir=$build/kernel-report
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	perf=$perf_build/perf
-	"$perf" --buildid-dir "$dir/empty" bstack report -i "$data" --stdio \
-		> "$dir/without.txt" 2> "$dir/without.err" || { cat "$dir/without.err"; return 1; }
+	report_to without "$dir/empty" "$data" --stdio || return 1
 	grep -q '^# bstack: kernel [0-9a-f]*: no symbols: its vmlinux is in no build-id cache' \
 		"$dir/without.txt" || { echo "no missing-vmlinux line:"; head "$dir/without.txt"; return 1; }
 	if grep -q 'kernel_clone' "$dir/without.txt"; then
 		echo "kernel symbols without the guest's vmlinux"
 		return 1
 	fi
-	"$perf" --buildid-dir "$dir/cache" buildid-cache -a "$vmlinux" || return 1
-	"$perf" --buildid-dir "$dir/cache" bstack report -i "$data" --stdio \
-		> "$dir/with.txt" 2> "$dir/with.err" || { cat "$dir/with.err"; return 1; }
+	"$perf_build/perf" --buildid-dir "$dir/cache" buildid-cache -a "$vmlinux" || return 1
+	report_to with "$dir/cache" "$data" --stdio || return 1
 	grep -q '^# bstack: kernel [0-9a-f]*: symbols from the build-id cache' "$dir/with.txt" ||
 		{ echo "no cached-kernel line:"; head "$dir/with.txt"; return 1; }
-	"$perf" --buildid-dir "$dir/cache" bstack report -i "$data" --folded \
-		> "$dir/with.folded" 2>&1 || return 1
-	grep -q 'kernel_clone' "$dir/with.folded" ||
-		{ echo "no kernel_clone:"; head -5 "$dir/with.folded"; return 1; }
-	"$perf" --buildid-dir "$dir/empty" bstack report -i "$data" --stdio -k "$vmlinux" \
-		> "$dir/given.txt" 2> "$dir/given.err" || { cat "$dir/given.err"; return 1; }
+	report_to with-folded "$dir/cache" "$data" --folded || return 1
+	grep -q 'kernel_clone' "$dir/with-folded.txt" ||
+		{ echo "no kernel_clone:"; head -5 "$dir/with-folded.txt"; return 1; }
+	report_to given "$dir/empty" "$data" --stdio -k "$vmlinux" || return 1
 	grep -q '^# bstack: kernel [0-9a-f]*: symbols from --vmlinux' "$dir/given.txt" &&
 		grep -q 'kernel_clone' "$dir/given.txt" ||
 		{ echo "-k vmlinux:"; head "$dir/given.txt"; return 1; }
@@ -231,10 +235,7 @@ report_elsewhere() {
 # resolve through its .ko in a build-id cache, and only through it
 report_module_elsewhere() {
 	data=$1 ko=$2 dir=$build/kernel-report
-	perf=$perf_build/perf
-	"$perf" --buildid-dir "$dir/empty" bstack report -i "$data" --stdio \
-		> "$dir/kmod-without.txt" 2> "$dir/kmod-without.err" ||
-		{ cat "$dir/kmod-without.err"; return 1; }
+	report_to kmod-without "$dir/empty" "$data" --stdio || return 1
 	grep -q '^# bstack: .* of them in 1 module (1 without symbols)' "$dir/kmod-without.txt" &&
 		grep -q '^# bstack:   [0-9a-f]* \[bstack_testmod\]' "$dir/kmod-without.txt" ||
 		{ echo "the module is not missing:"; head -12 "$dir/kmod-without.txt"; return 1; }
@@ -242,10 +243,8 @@ report_module_elsewhere() {
 		echo "module symbols without its .ko"
 		return 1
 	fi
-	"$perf" --buildid-dir "$dir/kmod-cache" buildid-cache -a "$ko" || return 1
-	"$perf" --buildid-dir "$dir/kmod-cache" bstack report -i "$data" --stdio \
-		> "$dir/kmod-with.txt" 2> "$dir/kmod-with.err" ||
-		{ cat "$dir/kmod-with.err"; return 1; }
+	"$perf_build/perf" --buildid-dir "$dir/kmod-cache" buildid-cache -a "$ko" || return 1
+	report_to kmod-with "$dir/kmod-cache" "$data" --stdio || return 1
 	grep -q '^# bstack: .* of them in 1 module (0 without symbols)' "$dir/kmod-with.txt" &&
 		grep -q 'bstack_testmod_spin' "$dir/kmod-with.txt" ||
 		{ echo "no module symbols from its .ko:"; head -30 "$dir/kmod-with.txt"; return 1; }
