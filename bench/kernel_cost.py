@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """The BPF cost of build-id stacks against plain IP stacks, on this kernel.
 
-  python3 bench/kernel_cost.py [--repeats N] [--scale F] [--out FILE]
+  python3 bench/kernel_cost.py [--repeats N] [--scale F] [--user-stack-only] [--out FILE]
 
 Runs bench/'s workloads under perf bstack record and under the same BPF
 program without build-ids (--ip-stacks), interleaved, with
@@ -11,7 +11,10 @@ ns per sample of both, the median ratio of the two in a repeat, and the
 share of user frames the kernel gave as IPs.  make kernel-check runs it inside
 the guest of the patched and of the unpatched kernel, and puts the two
 side by side: under QEMU's TCG only ratios taken within one boot mean
-anything.  The workloads must be built (bench/workloads) beforehand.
+anything.  --user-stack-only takes user stacks alone, in both: kernel
+frames as build-ids (BPF_F_KERNEL_BUILD_ID) are a cost of their own, which
+only a patched kernel pays.  The workloads must be built (bench/workloads)
+beforehand.
 """
 import argparse
 import os
@@ -31,14 +34,23 @@ def ip_frames_pct(err):
     return float(m.group(1)) if m else None
 
 
-def measure(sizes, repeats, tmp):
+def clocksource():
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def measure(sizes, repeats, tmp, extra):
     """{(workload, profiler): [(BPF ns per sample, % IP frames) of each run]}"""
     runs = {}
     for _ in range(repeats):
         for mode in sizes:
             for prof in COMPARED:
                 data = os.path.join(tmp, "cost.data")
-                res = run_once(prof, mode, sizes, data)
+                PROFILERS[prof + extra] = PROFILERS[prof] + extra.split()
+                res = run_once(prof + extra, mode, sizes, data)
                 runs.setdefault((mode, prof), []).append(
                     (res.get("bpf_ns"), ip_frames_pct(res["err"])))
                 os.unlink(data)
@@ -57,6 +69,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--scale", type=float, default=1.0,
                     help="work per run, times bench/'s smoke sizes")
+    ap.add_argument("--user-stack-only", action="store_true",
+                    help="user stacks alone, no kernel stacks")
     ap.add_argument("--out", help="also write the table here")
     opts = ap.parse_args()
     if os.geteuid() != 0:
@@ -69,9 +83,16 @@ def main():
     tmp = tempfile.mkdtemp(prefix="perf-bstack-cost.")
     try:
         with bpf_stats_enabled():
-            runs = measure(sizes, opts.repeats, tmp)
+            runs = measure(sizes, opts.repeats, tmp,
+                           " --user-stack-only" if opts.user_stack_only else "")
     finally:
         sh(["rm", "-rf", tmp])
+    print("clocksource %s" % clocksource(), flush=True)
+    if not any(ns for r in runs.values() for ns, _ in r):
+        # BPF run times come from sched_clock(), which counts jiffies when
+        # the TSC is found unstable (a loaded host under TCG)
+        sys.exit("kernel_cost: every BPF run took 0 ns: sched_clock() did not advance "
+                 "(clocksource %s)" % clocksource())
 
     lines = ["| workload | build-id ns/sample | plain ns/sample | ratio | user frames as IPs |",
              "|---|---|---|---|---|"]
@@ -79,7 +100,8 @@ def main():
         bid_runs, ip_runs = runs[(mode, COMPARED[0])], runs[(mode, COMPARED[1])]
         bid = median([ns for ns, _ in bid_runs])
         ip = median([ns for ns, _ in ip_runs])
-        pct = median([p for _, p in bid_runs if p is not None])
+        pcts = [p for _, p in bid_runs if p is not None]
+        pct = statistics.median(pcts) if pcts else None  # 0.0% is a share too
         # the median of the ratios of runs taken one after the other, which
         # share the state of a noisy machine, rather than of the medians
         ratio = median([b[0] / i[0] for b, i in zip(bid_runs, ip_runs) if b[0] and i[0]])

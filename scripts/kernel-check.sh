@@ -8,22 +8,22 @@
 #   scripts/kernel-check.sh [PERF_TEST_PATTERN...]
 #
 # In the guest of the patched kernel: the perf tests matching the patterns
-# (default: every bstack test), the cost of build-id stacks against plain
-# ones (bench/kernel_cost.py), and recordings of kernel frames, in vmlinux
+# (default: every bstack test), and recordings of kernel frames, in vmlinux
 # and in bstack_testmod.ko (tools/perf/tests/bstack_testmod, built with
 # each kernel; the kernel frames test loads it too).  In the guest of the
 # unpatched kernel: the kernel frames test, which must see the flag
-# refused and fall back, and the same cost run.  Then, here, reports of
-# the guest's recordings: its kernel is not the one running here, so its
-# frames must resolve through the guest's vmlinux, and those of the module
-# through its .ko, in a build-id cache, and only through them.  The two
-# cost runs are put side by side in $KERNEL_RESULTS (default
-# bench/RESULTS-kernel.md): under TCG only ratios taken within one boot
-# mean anything.
+# refused and fall back.  Then, here, reports of the guest's recordings:
+# its kernel is not the one running here, so its frames must resolve
+# through the guest's vmlinux, and those of the module through its .ko, in
+# a build-id cache, and only through them.  Last, in one more guest of
+# each kernel whose clock counts instructions, the cost of build-id stacks
+# against plain ones (bench/kernel_cost.py); the two are put side by side
+# in $KERNEL_RESULTS (default bench/RESULTS-kernel.md).
 #
 #   KERNEL_PATCHES=none      only the unpatched kernel, running the tests
 #   KERNEL_COST=0            no cost runs (KERNEL_COST_SCALE: work per run,
-#                            times bench/'s smoke sizes; KERNEL_COST_REPEATS)
+#                            times bench/'s smoke sizes; KERNEL_COST_REPEATS);
+#                            they boot each kernel once more, under -icount
 #
 # The kernels come from Debian's linux-source-6.12 with patches/kernel/*.patch
 # and our kernel/ files laid over it, configured as tinyconfig plus
@@ -128,25 +128,34 @@ kernel_dir() {
 	echo "$kdir"
 }
 
-# boot KDIR OUT COST RECORD PERF_TEST_PATTERN...: run them in a guest
+# boot KDIR OUT COST RECORD PERF_TEST_PATTERN...: run them in a guest.
+# A cost run has a guest of its own, whose clock counts instructions
+# (-icount): it is then the same whatever the load of this machine, and
+# the guest's TSC cannot be found unstable, which leaves BPF run times at 0
+# (jiffies).  Tests run without it, on both vCPUs at once.
 boot() {
 	kdir=$1 out=$2 want_cost=$3 record=$4
 	shift 4
+	accel="-accel tcg"
+	[ "$want_cost" = 1 ] && accel="$accel -icount shift=0,sleep=off"
 	rm -rf "$out"
 	mkdir -p "$out"
 	{
 		echo "perf_build='$perf_build'"
 		echo "tree='$build/linux'"
 		echo "top='$top'"
-		[ "$want_cost" = 1 ] && echo "cost='--scale $cost_scale --repeats $cost_repeats'"
+		# user stacks only: kernel frames as build-ids would weigh on one side
+		[ "$want_cost" = 1 ] &&
+			echo "cost='--scale $cost_scale --repeats $cost_repeats --user-stack-only'"
 		[ "$record" = 1 ] && echo "record=1"
 		[ -f "$kdir/bstack_testmod.ko" ] && echo "testmod='$kdir/bstack_testmod.ko'"
 		printf 'set --'
-		printf " '%s'" "$@"
+		[ $# -eq 0 ] || printf " '%s'" "$@"
 		echo
 	} > "$out/args"
-	echo "  QEMU    $(basename "$kdir"): perf test $*$([ "$want_cost" = 1 ] && echo ', cost')"
-	timeout "${KERNEL_CHECK_TIMEOUT:-3600}" qemu-system-x86_64 -accel tcg -m 4G -smp 2 \
+	echo "  QEMU    $(basename "$kdir"): $([ "$want_cost" = 1 ] && echo 'cost' || echo "perf test $*")"
+	# shellcheck disable=SC2086
+	timeout "${KERNEL_CHECK_TIMEOUT:-3600}" qemu-system-x86_64 $accel -m 4G -smp 2 \
 		-nographic -no-reboot -kernel "$kdir/bzImage" \
 		-append "console=ttyS0 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L ro init=$top/scripts/guest-init.sh panic=-1 quiet" \
 		-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
@@ -160,7 +169,7 @@ boot() {
 		return 1
 	fi
 	echo "  GUEST   $(cat "$out/uname")"
-	count_tests "$out/perf-test.log"
+	[ $# -eq 0 ] || count_tests "$out/perf-test.log"
 }
 
 count_tests() {
@@ -256,15 +265,17 @@ write_results() {
 	{
 		echo "# perf bstack: BPF cost of build-id stacks, unpatched vs patched kernel"
 		echo
-		echo "Written by \`make kernel-check\` ($(date -u +%Y-%m-%d)): bench/kernel_cost.py in"
-		echo "two QEMU (TCG) guests of the same 6.12 config, one without and one with"
-		echo "patches/kernel. BPF ns per sample (kernel.bpf_stats_enabled, medians of"
-		echo "$cost_repeats interleaved runs, work $cost_scale × bench/'s smoke sizes) of"
-		echo "perf bstack record (user stacks as build-id + offset) and of the same"
-		echo "program with --ip-stacks (plain IPs); the ratio is the median of the"
-		echo "ratios of the two runs of each repeat. Under TCG only the ratio within one"
-		echo "boot means anything. Target: patched ratio ≤ 1.30×. \"IP\" is the share of"
-		echo "user frames the kernel gave as IPs, without a build-id."
+		echo "Written by \`make kernel-check\` ($(date -u +%Y-%m-%d)): bench/kernel_cost.py"
+		echo "--user-stack-only in two QEMU guests of the same 6.12 config, one without"
+		echo "and one with patches/kernel, each under TCG with -icount shift=0: the"
+		echo "guest's clock counts instructions (1 ns each), so that the load of the"
+		echo "host does not move it; memory and cache latencies are not counted. BPF"
+		echo "ns per sample (kernel.bpf_stats_enabled, medians of $cost_repeats interleaved"
+		echo "runs, work $cost_scale × bench/'s smoke sizes) of perf bstack record, user"
+		echo "stacks as build-id + offset, and of the same program with --ip-stacks"
+		echo "(plain IPs); the ratio is the median of the ratios of the two runs of"
+		echo "each repeat. Target: patched ratio ≤ 1.30×. \"IP\" is the share of user"
+		echo "frames the kernel gave as IPs, without a build-id."
 		echo
 		echo "| workload | unpatched build-id | plain | ratio | IP | patched build-id | plain | ratio | IP |"
 		echo "|---|---|---|---|---|---|---|---|---|"
@@ -289,25 +300,26 @@ if [ "${KERNEL_PATCHES:-}" = none ]; then
 fi
 
 patched=$(kernel_dir "$top/patches/kernel")
-unpatched=
-[ "$cost" = 1 ] && unpatched=$(kernel_dir /nonexistent)
+unpatched=$(kernel_dir /nonexistent)
 # the workloads of the cost runs, built here: the guest's root is read-only
 make -s -C "$top/bench/workloads" OUT="$build/bench"
 
-if boot "$patched" "$build/guest-patched" "$cost" 1 "$@"; then
-	[ "$cost" = 1 ] && check "patched kernel: cost run" cost_ok "$build/guest-patched"
+if boot "$patched" "$build/guest-patched" 0 1 "$@"; then
 	check "patched kernel: its recording reported on another kernel" \
 		report_elsewhere "$build/guest-patched/guest.data" "$patched/vmlinux"
 	check "patched kernel: its module frames reported on another kernel" \
 		report_module_elsewhere "$build/guest-patched/kmod.data" "$patched/bstack_testmod.ko"
 fi
-if [ -n "$unpatched" ] &&
-   boot "$unpatched" "$build/guest-unpatched" 1 0 'kernel frames'; then
-	check "unpatched kernel: cost run" cost_ok "$build/guest-unpatched"
+boot "$unpatched" "$build/guest-unpatched" 0 0 'kernel frames' || true
+if [ "$cost" = 1 ]; then
+	boot "$patched" "$build/cost-patched" 1 0 &&
+		check "patched kernel: cost run" cost_ok "$build/cost-patched"
+	boot "$unpatched" "$build/cost-unpatched" 1 0 &&
+		check "unpatched kernel: cost run" cost_ok "$build/cost-unpatched"
 fi
-if [ -n "$unpatched" ] && [ -f "$build/guest-unpatched/cost.txt" ] &&
-   [ -f "$build/guest-patched/cost.txt" ]; then
-	write_results "$build/guest-unpatched" "$build/guest-patched"
+if [ "$cost" = 1 ] && [ -f "$build/cost-unpatched/cost.txt" ] &&
+   [ -f "$build/cost-patched/cost.txt" ]; then
+	write_results "$build/cost-unpatched" "$build/cost-patched"
 	sed -n '/^| workload/,$p' "$results"
 fi
 echo "$pass passed, $fail failed"
