@@ -95,11 +95,6 @@ struct bstack_slot {
 	bool		available;	/* a file with this build-id was found */
 };
 
-/* A module that build-id kernel frames name */
-struct bstack_kmod {
-	struct map	*map;		/* where its frames go, NULL: nowhere */
-};
-
 struct bstack_conv {
 	struct perf_tool		tool;
 	struct perf_session		*session;
@@ -121,7 +116,7 @@ struct bstack_conv {
 	struct build_id			kernel_bid;	/* of the kernel they were taken in */
 	u64				kernel_text;	/* where its _text is placed */
 	u64				kernel_len;	/* up to the first module */
-	struct hashmap			*kmods;		/* build-id key -> struct bstack_kmod * */
+	struct hashmap			*kmods;		/* build-id key -> its map, or NULL */
 	int				nr_new_kmods;	/* placed from KMOD_BID_BASE on */
 	u64				*chain;
 	union perf_event		*event;
@@ -312,6 +307,18 @@ static bool fetch_from_debuginfod(struct dso *dso __maybe_unused,
 #endif
 }
 
+/* find_binary(), after a fetch from debuginfod when it is in no cache */
+static bool find_or_fetch_binary(struct bstack_conv *c, struct dso *dso, bool debuginfo_too,
+				 u64 *size)
+{
+	if (find_binary(dso, size))
+		return true;
+	if (!fetch_from_debuginfod(dso, debuginfo_too))
+		return false;
+	c->sum->nr_fetched++;
+	return find_binary(dso, size);
+}
+
 static struct dso *dso_for_build_id(struct bstack_conv *c, const u8 *build_id)
 {
 	struct machine *machine = &c->session->machines.host;
@@ -366,11 +373,7 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 	slot->base = SLOT_BASE + c->nr_slots * SLOT_SIZE;
 	slot->limit = SLOT_SIZE;
 	if (slot->dso) {
-		slot->available = find_binary(slot->dso, &size);
-		if (!slot->available && fetch_from_debuginfod(slot->dso, false)) {
-			c->sum->nr_fetched++;
-			slot->available = find_binary(slot->dso, &size);
-		}
+		slot->available = find_or_fetch_binary(c, slot->dso, false, &size);
 		if (size)
 			slot->limit = size;
 		dso__set_hit(slot->dso);
@@ -517,18 +520,18 @@ static bool is_kernel_bid(struct bstack_conv *c, const u8 *build_id)
 static u64 kmod_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame *f)
 {
 	struct bpf_bstack_summary *sum = c->sum;
-	struct bstack_kmod *kmod;
+	struct map *map;
 
 	sum->nr_kern_module_frames++;
-	if (!hashmap__find(c->kmods, bpf_bstack__bid_key(f->build_id), &kmod) || !kmod->map) {
+	if (!hashmap__find(c->kmods, bpf_bstack__bid_key(f->build_id), &map) || !map) {
 		sum->nr_kern_unplaced_frames++;
 		return UNKNOWN_IP;
 	}
-	if (f->offset >= map__size(kmod->map)) {
+	if (f->offset >= map__size(map)) {
 		sum->nr_kern_bogus_frames++;
 		return UNKNOWN_IP;
 	}
-	return map__start(kmod->map) + f->offset;
+	return map__start(map) + f->offset;
 }
 
 /*
@@ -697,6 +700,22 @@ static struct map *kmod_by_name(struct machine *machine, struct build_id *bid,
 	return map;
 }
 
+/* A kernel MMAP2 of a binary known by its build-id; returns its size */
+static size_t kernel_bid_mmap(struct perf_record_mmap2 *mm, struct machine *machine,
+			      u64 start, u64 len, const struct build_id *bid, const char *name)
+{
+	memset(mm, 0, sizeof(*mm));
+	mm->header.type = PERF_RECORD_MMAP2;
+	mm->header.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_MMAP_BUILD_ID;
+	mm->pid = machine->pid;
+	mm->start = start;
+	mm->len = len;
+	mm->build_id_size = bid->size;
+	memcpy(mm->build_id, bid->data, bid->size);
+	return offsetof(struct perf_record_mmap2, filename) +
+	       scnprintf(mm->filename, sizeof(mm->filename), "%s", name) + 1;
+}
+
 /* A map of its own for a module, fed to the machine like a recorded one */
 static struct map *new_kmod_map(struct bstack_conv *c, struct machine *machine,
 				const struct build_id *bid, const char *name)
@@ -707,16 +726,7 @@ static struct map *new_kmod_map(struct bstack_conv *c, struct machine *machine,
 
 	if (c->nr_new_kmods >= MAX_KMODS)
 		return NULL;
-	memset(mm, 0, sizeof(*mm));
-	mm->header.type = PERF_RECORD_MMAP2;
-	mm->header.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_MMAP_BUILD_ID;
-	mm->header.size = sizeof(*mm);
-	mm->pid = machine->pid;
-	mm->start = start;
-	mm->len = KMOD_BID_SIZE;
-	mm->build_id_size = bid->size;
-	memcpy(mm->build_id, bid->data, bid->size);
-	snprintf(mm->filename, sizeof(mm->filename), "%s", name);
+	mm->header.size = kernel_bid_mmap(mm, machine, start, KMOD_BID_SIZE, bid, name);
 	if (machine__process_mmap2_event(machine, c->event, &sample))
 		return NULL;
 	c->nr_new_kmods++;
@@ -755,12 +765,8 @@ static void check_kmod_symbols(struct bstack_conv *c, struct map *map)
 	u64 size;
 
 	dso__set_hit(dso);
-	if (find_binary(dso, &size) || kmod_loaded_here(c, map))
+	if (kmod_loaded_here(c, map) || find_or_fetch_binary(c, dso, true, &size))
 		return;
-	if (fetch_from_debuginfod(dso, true) && find_binary(dso, &size)) {
-		sum->nr_fetched++;
-		return;
-	}
 	sum->nr_kmods_missing++;
 	build_id__sprintf(dso__bid(dso), sbid);
 	bpf_bstack__summary_add_missing(sum, sbid, dso__long_name(dso));
@@ -768,26 +774,24 @@ static void check_kmod_symbols(struct bstack_conv *c, struct map *map)
 
 static int add_kmod(struct bstack_conv *c, struct machine *machine, const u8 *build_id)
 {
-	struct bstack_kmod *kmod;
 	char name[PATH_MAX];
 	struct build_id bid;
+	struct map *map;
 
-	kmod = zalloc(sizeof(*kmod));
-	if (!kmod)
-		return -ENOMEM;
-	if (hashmap__add(c->kmods, bpf_bstack__bid_key(build_id), kmod)) {
-		free(kmod);
+	build_id__init(&bid, build_id, BUILD_ID_SIZE);
+	map = recorded_kmod_map(machine, build_id);
+	if (!map)
+		map = kmod_by_name(machine, &bid, name, sizeof(name));
+	if (!map)
+		map = new_kmod_map(c, machine, &bid, name);
+	/* NULL too: its frames are then counted as of no module map */
+	if (hashmap__add(c->kmods, bpf_bstack__bid_key(build_id), map)) {
+		map__put(map);
 		return -ENOMEM;
 	}
-	build_id__init(&bid, build_id, BUILD_ID_SIZE);
-	kmod->map = recorded_kmod_map(machine, build_id);
-	if (!kmod->map)
-		kmod->map = kmod_by_name(machine, &bid, name, sizeof(name));
-	if (!kmod->map)
-		kmod->map = new_kmod_map(c, machine, &bid, name);
 	c->sum->nr_kmods++;
-	if (kmod->map)
-		check_kmod_symbols(c, kmod->map);
+	if (map)
+		check_kmod_symbols(c, map);
 	return 0;
 }
 
@@ -850,20 +854,13 @@ static u64 kernel_bid_len(struct machine *machine, u64 text)
 static int write_kernel_bid_mmap(struct bstack_conv *c, struct machine *machine)
 {
 	struct perf_record_mmap2 *mm = &c->event->mmap2;
-	int len;
+	char name[KMAP_NAME_LEN];
+	size_t size;
 
-	memset(mm, 0, sizeof(*mm));
-	mm->header.type = PERF_RECORD_MMAP2;
-	mm->header.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_MMAP_BUILD_ID;
-	mm->pid = machine->pid;
-	mm->start = c->kernel_text;
-	mm->len = c->kernel_len;
+	snprintf(name, sizeof(name), "%s_text", machine->mmap_name);
+	size = kernel_bid_mmap(mm, machine, c->kernel_text, c->kernel_len, &c->kernel_bid, name);
 	mm->pgoff = c->kernel_text;	/* where the reference symbol, _text, is */
-	mm->build_id_size = c->kernel_bid.size;
-	memcpy(mm->build_id, c->kernel_bid.data, c->kernel_bid.size);
-	len = scnprintf(mm->filename, sizeof(mm->filename), "%s_text", machine->mmap_name) + 1;
-	return write_with_id(c, c->event, offsetof(struct perf_record_mmap2, filename) + len,
-			     machine->pid, 0, 0);
+	return write_with_id(c, c->event, size, machine->pid, 0, 0);
 }
 
 static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u32 kind)
@@ -1264,12 +1261,8 @@ static void conv_free(struct bstack_conv *c)
 		hashmap__free(c->comms);
 	}
 	if (c->kmods) {
-		hashmap__for_each_entry(c->kmods, cur, bkt) {
-			struct bstack_kmod *kmod = cur->pvalue;
-
-			map__put(kmod->map);
-			free(kmod);
-		}
+		hashmap__for_each_entry(c->kmods, cur, bkt)
+			map__put(cur->pvalue);
 		hashmap__free(c->kmods);
 	}
 	hashmap__free(c->mapped);
