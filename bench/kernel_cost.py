@@ -44,12 +44,13 @@ def clocksource():
 
 def measure(sizes, repeats, tmp, extra):
     """{(workload, profiler): [(BPF ns per sample, % IP frames) of each run]}"""
+    for prof in COMPARED:
+        PROFILERS[prof + extra] = PROFILERS[prof] + extra.split()
     runs = {}
     for _ in range(repeats):
         for mode in sizes:
             for prof in COMPARED:
                 data = os.path.join(tmp, "cost.data")
-                PROFILERS[prof + extra] = PROFILERS[prof] + extra.split()
                 res = run_once(prof + extra, mode, sizes, data)
                 runs.setdefault((mode, prof), []).append(
                     (res.get("bpf_ns"), ip_frames_pct(res["err"])))
@@ -87,12 +88,13 @@ def main():
                            " --user-stack-only" if opts.user_stack_only else "")
     finally:
         sh(["rm", "-rf", tmp])
-    print("clocksource %s" % clocksource(), flush=True)
+    clock = clocksource()
+    print("clocksource %s" % clock, flush=True)
     if not any(ns for r in runs.values() for ns, _ in r):
         # BPF run times come from sched_clock(), which counts jiffies when
         # the TSC is found unstable (a loaded host under TCG)
         sys.exit("kernel_cost: every BPF run took 0 ns: sched_clock() did not advance "
-                 "(clocksource %s)" % clocksource())
+                 "(clocksource %s)" % clock)
 
     lines = ["| workload | build-id ns/sample | plain ns/sample | ratio | user frames as IPs |",
              "|---|---|---|---|---|"]
