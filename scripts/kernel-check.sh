@@ -238,6 +238,9 @@ report_elsewhere() {
 	grep -q '^# bstack: kernel [0-9a-f]*: symbols from --vmlinux' "$dir/given.txt" &&
 		grep -q 'kernel_clone' "$dir/given.txt" ||
 		{ echo "-k vmlinux:"; head "$dir/given.txt"; return 1; }
+	report_to given-folded "$dir/empty" "$data" --folded -k "$vmlinux" || return 1
+	grep -q 'kernel_clone' "$dir/given-folded.txt" ||
+		{ echo "--folded -k vmlinux:"; head -5 "$dir/given-folded.txt"; return 1; }
 }
 
 # The same for the guest's recording of frames in bstack_testmod: they

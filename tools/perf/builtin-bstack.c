@@ -510,6 +510,41 @@ out:
 	return err;
 }
 
+/*
+ * The perf report options --folded honours: where the symbols are.  Any
+ * other one is refused, not ignored.
+ */
+static int parse_folded_options(int argc, const char **argv)
+{
+	const struct option folded_options[] = {
+	OPT_STRING('k', "vmlinux", &symbol_conf.vmlinux_name, "file", "vmlinux pathname"),
+	OPT_STRING(0, "kallsyms", &symbol_conf.kallsyms_name, "file", "kallsyms pathname"),
+	OPT_CALLBACK(0, "symfs", NULL, "directory",
+		     "Look for files with symbols relative to this directory",
+		     symbol__config_symfs),
+	OPT_END()
+	};
+	const char * const folded_usage[] = {
+		"perf bstack report --folded [-k <vmlinux>] [--kallsyms <file>] [--symfs <dir>]",
+		NULL
+	};
+	const char **args = calloc(argc + 2, sizeof(char *));
+	int left;
+
+	if (!args)
+		return -ENOMEM;
+	/* parse_options() skips argv[0], which bstack's own parsing took */
+	args[0] = "report";
+	memcpy(args + 1, argv, argc * sizeof(char *));
+	left = parse_options(argc + 1, args, folded_options, folded_usage, 0);
+	if (left) {
+		pr_err("perf bstack report --folded: unexpected argument '%s'\n", args[0]);
+		usage_with_options(folded_usage, folded_options);
+	}
+	free(args);
+	return 0;
+}
+
 /* perf bstack report: perf report over the converted stacks */
 static int bstack_report(int argc, const char **argv)
 {
@@ -518,6 +553,11 @@ static int bstack_report(int argc, const char **argv)
 	const char **rep_argv;
 	int fd, i = 0, j, ret;
 
+	if (report_folded) {
+		ret = parse_folded_options(argc, argv);
+		if (ret)
+			return ret;
+	}
 	fd = convert_to_temp(&sum, path, sizeof(path));
 	if (fd < 0)
 		return fd;

@@ -77,6 +77,11 @@ test_chains() {
 		fail "folded chain of bstack_child_leaf"
 	grep -q '^bstack_work;.*main;bstack_work_library;bstack_lib_spin;bstack_lib_leaf [0-9]*$' \
 		"$tmp/folded" || fail "folded chain of bstack_lib_leaf"
+	echo "--folded refuses the perf report options it would not honour"
+	report --folded --comms bstack_child > "$tmp/folded-comms" 2>&1 &&
+		fail "--folded --comms: ignored, not refused"
+	grep -q "unknown option .comms'" "$tmp/folded-comms" ||
+		fail "--folded --comms: $(head -1 "$tmp/folded-comms")"
 	report --stdio --no-children -g caller --comms bstack_child 2> /dev/null > "$tmp/graph"
 	grep -A6 'bstack_child_leaf$' "$tmp/graph" | grep -q 'bstack_child_spin' ||
 		fail "-g caller graph"
