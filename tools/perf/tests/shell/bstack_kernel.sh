@@ -119,6 +119,53 @@ for line in open(script):
 PY
 }
 
+# A module loaded while recording is not in the recorded module list.  As
+# build-id + offset its frames still resolve, from the .ko in the build-id
+# cache alone; as IPs they cannot, as with perf record.  Run before
+# test_module_frames loads the module: the guests' kernels cannot unload it.
+test_late_module() {
+	mod=bstack_testmod
+	[ -n "${BSTACK_TESTMOD:-}" ] || return	# test_module_frames says why
+	if [ -e /proc/$mod ]; then
+		echo "module loaded while recording: not tested, $mod was loaded before" \
+			"(and this kernel cannot unload it)"
+		return
+	fi
+	perf --buildid-dir "$cache" bstack record -F 999 -o "$tmp/late.data" -- \
+		sh -c "insmod $BSTACK_TESTMOD && echo 500 > /proc/$mod" > "$tmp/lrec.out" 2>&1 ||
+		{ fail "record while loading $mod: $(tail -1 "$tmp/lrec.out")"; return; }
+	perf --buildid-dir "$cache" bstack report -i "$tmp/late.data" --stdio \
+		> "$tmp/lreport" 2>&1 || fail "report of a module loaded while recording"
+	if grep -q 'kernel frames as IPs' "$tmp/lrec.out"; then
+		echo "module loaded while recording, frames as IPs: reported, up to the write"
+		perf bstack report -i "$tmp/late.data" --folded > "$tmp/lfolded" 2>&1
+		grep -q 'ksys_write;vfs_write' "$tmp/lfolded" ||
+			fail "no ksys_write -> vfs_write: $(grep -m1 -- '-sh\|sh;' "$tmp/lfolded")"
+		return
+	fi
+
+	echo "module loaded while recording: placed by build-id, missing without its .ko"
+	mbid=$(module_build_id $mod)
+	[ -n "$mbid" ] || { fail "no build-id in /sys/module/$mod/notes"; return; }
+	grep -q 'of them in 1 module (1 without symbols)' "$tmp/lreport" ||
+		fail "not counted as missing: $(grep 'bstack: .* kernel frames' "$tmp/lreport")"
+	grep -q "bstack:   $mbid \[buildid:$mbid\]" "$tmp/lreport" ||
+		fail "not listed as missing by its build-id: $(grep -A3 'no build-id cache' \
+			"$tmp/lreport")"
+
+	echo "module loaded while recording: resolved from the .ko added to the cache"
+	perf --buildid-dir "$cache" buildid-cache -a "$BSTACK_TESTMOD" ||
+		{ fail "buildid-cache -a $BSTACK_TESTMOD"; return; }
+	perf --buildid-dir "$cache" bstack report -i "$tmp/late.data" --stdio \
+		> "$tmp/lreport" 2>&1 || fail "report with the .ko in the cache"
+	perf --buildid-dir "$cache" bstack report -i "$tmp/late.data" --folded \
+		> "$tmp/lfolded" 2>&1 || fail "report --folded with the .ko in the cache"
+	grep -q 'of them in 1 module (0 without symbols)' "$tmp/lreport" ||
+		fail "still missing: $(grep 'bstack: .* kernel frames' "$tmp/lreport")"
+	grep -q "bstack_testmod_write;bstack_testmod_spin" "$tmp/lfolded" ||
+		fail "no bstack_testmod_write -> _spin: $(grep -m1 "vfs_write" "$tmp/lfolded")"
+}
+
 # Frames in a module: make kernel-check's guests have bstack_testmod.ko,
 # named by BSTACK_TESTMOD, which spins in its functions when its /proc
 # file is written to.  Elsewhere (no modules, or not this one) only said.
@@ -162,6 +209,7 @@ test_module_frames() {
 
 test_kernel_frames
 test_report
+test_late_module
 test_module_frames
 
 [ $err = 0 ] && echo "perf bstack kernel frames test [Success]"
