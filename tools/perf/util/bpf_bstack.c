@@ -466,6 +466,18 @@ static int open_bstack_events(struct target *target)
 	return err;
 }
 
+/* The value of a stack map of max frames: its depth, then the frames */
+static size_t bid_stack_size(u32 max)
+{
+	return offsetof(struct bpf_bstack_user_stack, frame) +
+	       max * sizeof(struct bpf_stack_build_id);
+}
+
+static size_t ip_stack_size(u32 max)
+{
+	return offsetof(struct bpf_bstack_kern_stack, ip) + max * sizeof(u64);
+}
+
 static int set_max_stack(void)
 {
 	int sysctl_max = PERF_MAX_STACK_DEPTH;
@@ -483,12 +495,10 @@ static int set_max_stack(void)
 		max = sysctl_max;
 	}
 	skel->data->max_frames = max;
-	bpf_map__set_value_size(skel->maps.bstack_user_stacks,
-				max * sizeof(struct bpf_stack_build_id));
-	bpf_map__set_value_size(skel->maps.bstack_kern_stacks, max * sizeof(u64));
-	bpf_map__set_value_size(skel->maps.bstack_kern_bid_stacks,
-				max * sizeof(struct bpf_stack_build_id));
-	bpf_map__set_value_size(skel->maps.bstack_user_ip_stacks, max * sizeof(u64));
+	bpf_map__set_value_size(skel->maps.bstack_user_stacks, bid_stack_size(max));
+	bpf_map__set_value_size(skel->maps.bstack_kern_stacks, ip_stack_size(max));
+	bpf_map__set_value_size(skel->maps.bstack_kern_bid_stacks, bid_stack_size(max));
+	bpf_map__set_value_size(skel->maps.bstack_user_ip_stacks, ip_stack_size(max));
 	return 0;
 }
 
@@ -766,6 +776,7 @@ struct bstack_writer {
 	union bstack_event	event;
 	u64			payload[(sizeof(struct bpf_bstack_rec_stack) +
 				 sizeof(struct bpf_bstack_user_stack)) / sizeof(u64) + 1];
+	struct bpf_bstack_user_stack	value;	/* of a stack map (any: nr first) */
 };
 
 static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
@@ -802,23 +813,8 @@ static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 	return 0;
 }
 
-static u32 user_stack_depth(const struct bpf_stack_build_id *f, u32 max)
-{
-	u32 nr = 0;
-
-	while (nr < max && f[nr].status != BPF_STACK_BUILD_ID_EMPTY)
-		nr++;
-	return nr;
-}
-
-static u32 kern_stack_depth(const u64 *ip, u32 max)
-{
-	u32 nr = 0;
-
-	while (nr < max && ip[nr])
-		nr++;
-	return nr;
-}
+static_assert(offsetof(struct bpf_bstack_user_stack, frame) ==
+	      offsetof(struct bpf_bstack_kern_stack, ip), "frames after nr in both");
 
 /* Write a stack the first time a count refers to it: 1 when it did */
 static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
@@ -837,28 +833,21 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 	if (err != -ENOENT)
 		return err;
 
-	memset(rec + 1, 0, sizeof(struct bpf_bstack_user_stack));
 	/* a kernel stack has build-ids unless the kernel refused them */
 	if (kind == BPF_BSTACK_STACK_KERNEL && skel->data->kern_build_id &&
-	    !bpf_map_lookup_elem(bpf_map__fd(skel->maps.bstack_kern_bid_stacks), &id, rec + 1)) {
+	    !bpf_map_lookup_elem(bpf_map__fd(skel->maps.bstack_kern_bid_stacks), &id, &w->value)) {
 		kind = BPF_BSTACK_STACK_KERNEL_BID;
-	} else if (bpf_map_lookup_elem(bpf_map__fd(map), &id, rec + 1)) {
+	} else if (bpf_map_lookup_elem(bpf_map__fd(map), &id, &w->value)) {
 		nr_missing_stacks++;
 		return 0;
 	}
-	if (kind == BPF_BSTACK_STACK_KERNEL_BID) {
-		nr = user_stack_depth((void *)(rec + 1), max);
-		nr_kern_stacks++;
-	} else if (kind == BPF_BSTACK_STACK_USER) {
-		nr = user_stack_depth((void *)(rec + 1), max);
+	if (kind == BPF_BSTACK_STACK_USER || kind == BPF_BSTACK_STACK_USER_IP)
 		nr_user_stacks++;
-	} else if (kind == BPF_BSTACK_STACK_USER_IP) {
-		nr = kern_stack_depth((void *)(rec + 1), max);
-		nr_user_stacks++;
-	} else {
-		nr = kern_stack_depth((void *)(rec + 1), max);
+	else
 		nr_kern_stacks++;
-	}
+	/* both kinds of value have nr, then the frames: the stale ones stay behind */
+	nr = min_t(u64, w->value.nr, max);
+	memcpy(rec + 1, w->value.frame, bpf_bstack__stack_size(kind, nr) - sizeof(*rec));
 	rec->id = id;
 	rec->kind = kind;
 	rec->nr = nr;

@@ -4,9 +4,10 @@
  * number of times (uprobes), short-lived children forked and exec'd from
  * known functions (tracepoints), and a thread that sleeps in a known
  * function for a known time (off-CPU).  Frame pointers everywhere, as in
- * bstack_work.
+ * bstack_work.  With DEPTH, the calls are made from that many frames of
+ * recursion: a stack deeper than the one perf bstack asks for first.
  *
- * usage: bstack_events CALLS CHILDREN SLEEP_MS
+ * usage: bstack_events CALLS CHILDREN SLEEP_MS [DEPTH]
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -50,6 +51,15 @@ void bstack_events_caller(unsigned long calls)
 		bstack_events_target(i);
 }
 
+void bstack_events_deep(unsigned long depth, unsigned long calls)
+{
+	if (depth)
+		bstack_events_deep(depth - 1, calls);
+	else
+		bstack_events_caller(calls);
+	asm volatile("" : : : "memory");	/* no tail call: each level keeps its frame */
+}
+
 /*
  * Runs in the child: sys_enter_execve is taken here, before the new image.
  * It returns (on failure), so that its call is not the last instruction of
@@ -88,17 +98,21 @@ static void *bstack_events_sleeper(void *arg)
 
 int main(int argc, char **argv)
 {
-	unsigned long children, i;
+	unsigned long children, depth, i;
 	pthread_t thread;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s CALLS CHILDREN SLEEP_MS\n", argv[0]);
+		fprintf(stderr, "usage: %s CALLS CHILDREN SLEEP_MS [DEPTH]\n", argv[0]);
 		return 2;
 	}
 	if (pthread_create(&thread, NULL, bstack_events_sleeper,
 			   (void *)strtoul(argv[3], NULL, 0)))
 		return 1;
-	bstack_events_caller(strtoul(argv[1], NULL, 0));
+	depth = argc > 4 ? strtoul(argv[4], NULL, 0) : 0;
+	if (depth)
+		bstack_events_deep(depth - 1, strtoul(argv[1], NULL, 0));
+	else
+		bstack_events_caller(strtoul(argv[1], NULL, 0));
 	children = strtoul(argv[2], NULL, 0);
 	for (i = 0; i < children; i++)
 		bstack_events_fork_site();

@@ -133,14 +133,43 @@ int kern_build_id_failed;
 #endif
 
 /*
- * Bytes of max_frames frames.  The mask keeps the bound visible to the
- * verifier (BPF_BSTACK_MAX_STACK is 127), whatever registers clang picks.
+ * The frames asked of bpf_get_stack(), user and kernel: the depth of the
+ * deepest stack seen so far plus a margin, up to max_frames.  The kernel
+ * zeroes what a stack leaves of the buffer it is given, and for 127
+ * build-id frames that is 4 KiB, a third of what a build-id stack costs
+ * more than an IP one.  A stack that fills the buffer may have been cut:
+ * it is taken again with max_frames, and the hint grows.  Racing updates
+ * cost a retry, never a frame.
  */
-static __always_inline __u32 stack_bytes(__u32 frame_size)
+#define DEPTH_HINT_MARGIN	16
+__u32 depth_hint[2] = { DEPTH_HINT_MARGIN, DEPTH_HINT_MARGIN };
+
+/* The masks keep the bounds visible to the verifier, whatever registers clang picks */
+static __always_inline __u32 max_depth(void)
 {
 	__u32 n = max_frames & BPF_BSTACK_MAX_STACK;
 
-	return (n ? n : BPF_BSTACK_MAX_STACK) * frame_size;
+	return n ? n : BPF_BSTACK_MAX_STACK;
+}
+
+static __always_inline long get_stack(void *ctx, void *frames, __u32 frame_size,
+				      __u64 flags)
+{
+	int kind = flags & BPF_F_USER_STACK ? 0 : 1;
+	__u32 max = max_depth(), n = depth_hint[kind] & BPF_BSTACK_MAX_STACK;
+	long len;
+
+	if (!n || n > max)
+		n = max;
+	len = bpf_get_stack(ctx, frames, n * frame_size, flags);
+	if (n == max || len != n * frame_size)
+		return len;
+	len = bpf_get_stack(ctx, frames, max * frame_size, flags);
+	if (len > 0) {
+		n = len / frame_size + DEPTH_HINT_MARGIN;
+		depth_hint[kind] = n < max ? n : max;
+	}
+	return len;
 }
 
 static __always_inline void stat_inc(struct bpf_bstack_stats *stats, int idx, __u64 n)
@@ -193,7 +222,7 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	if (!buf)
 		return 0;
 
-	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->frame[0])), flags);
+	len = get_stack(ctx, buf->frame, sizeof(buf->frame[0]), flags);
 	if (!user && len == -EINVAL) {
 		kern_build_id_failed = 1;	/* the caller takes IPs instead */
 		return 0;
@@ -229,6 +258,7 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 		stat_inc(stats, BPF_BSTACK_STAT_USER_FRAMES, nr);
 		stat_inc(stats, BPF_BSTACK_STAT_USER_IP_FRAMES, ip_frames);
 	}
+	buf->nr = nr;
 
 	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
@@ -253,7 +283,7 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 	if (!buf)
 		return 0;
 
-	len = bpf_get_stack(ctx, buf, stack_bytes(sizeof(buf->ip[0])), flags);
+	len = get_stack(ctx, buf->ip, sizeof(buf->ip[0]), flags);
 	if (len == -EFAULT || len == 0)
 		return 0;
 	if (len < 0) {
@@ -268,6 +298,7 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 		h = hash_word(h, buf->ip[i]);
 	}
 	h = hash_final(hash_word(h, nr));
+	buf->nr = nr;
 
 	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 	if (err && err != -EEXIST) {

@@ -62,12 +62,17 @@ struct bpf_bstack_offcpu {
 	__u64 kern_stack;
 };
 
-/* Values of the stack maps; the maps are sized to --max-stack frames */
+/*
+ * Values of the stack maps; the maps are sized to --max-stack frames.
+ * The frames past nr are left over from earlier stacks.
+ */
 struct bpf_bstack_user_stack {
+	__u64 nr;
 	struct bpf_stack_build_id frame[BPF_BSTACK_MAX_STACK];
 };
 
 struct bpf_bstack_kern_stack {
+	__u64 nr;
 	__u64 ip[BPF_BSTACK_MAX_STACK];
 };
 
