@@ -142,7 +142,7 @@ int kern_build_id_failed;
  * cost a retry, never a frame.
  */
 #define DEPTH_HINT_MARGIN	16
-__u32 depth_hint[2] = { DEPTH_HINT_MARGIN, DEPTH_HINT_MARGIN };
+__u32 depth_hint[2] = { DEPTH_HINT_MARGIN, DEPTH_HINT_MARGIN };	/* user, kernel stacks */
 
 /* The masks keep the bounds visible to the verifier, whatever registers clang picks */
 static __always_inline __u32 max_depth(void)
@@ -155,8 +155,8 @@ static __always_inline __u32 max_depth(void)
 static __always_inline long get_stack(void *ctx, void *frames, __u32 frame_size,
 				      __u64 flags)
 {
-	int kind = flags & BPF_F_USER_STACK ? 0 : 1;
-	__u32 max = max_depth(), n = depth_hint[kind] & BPF_BSTACK_MAX_STACK;
+	int hint = flags & BPF_F_USER_STACK ? 0 : 1;
+	__u32 max = max_depth(), n = depth_hint[hint] & BPF_BSTACK_MAX_STACK;
 	long len;
 
 	if (!n || n > max)
@@ -167,7 +167,7 @@ static __always_inline long get_stack(void *ctx, void *frames, __u32 frame_size,
 	len = bpf_get_stack(ctx, frames, max * frame_size, flags);
 	if (len > 0) {
 		n = len / frame_size + DEPTH_HINT_MARGIN;
-		depth_hint[kind] = n < max ? n : max;
+		depth_hint[hint] = n < max ? n : max;
 	}
 	return len;
 }
