@@ -1171,8 +1171,8 @@ static void print_summary(void)
 	for (i = 0; i < BPF_BSTACK_STAT_MAX; i++)
 		s[i] = last_stats.stat[i];
 	lost_samples = s[BPF_BSTACK_STAT_COUNTS_FULL];
-	lost_user = s[BPF_BSTACK_STAT_USER_ERR] + s[BPF_BSTACK_STAT_USER_FULL];
-	lost_kern = s[BPF_BSTACK_STAT_KERN_ERR] + s[BPF_BSTACK_STAT_KERN_FULL];
+	lost_user = bpf_bstack__lost_stacks(s, true);
+	lost_kern = bpf_bstack__lost_stacks(s, false);
 
 	fprintf(stderr,
 		"[ perf bstack: %" PRIu64 " samples, %" PRIu64 " unique user and %" PRIu64

@@ -31,7 +31,19 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_USER_FRAMES]	 = "user frames",
 	[BPF_BSTACK_STAT_USER_IP_FRAMES] = "user frames as IP (no build-id)",
 	[BPF_BSTACK_STAT_OFFCPU_LOST]	 = "off-CPU intervals lost (no task storage)",
+	[BPF_BSTACK_STAT_USER_UNSTORED]	 = "user stacks lost (map update failed, not full)",
+	[BPF_BSTACK_STAT_KERN_UNSTORED]	 = "kernel stacks lost (map update failed, not full)",
 };
+
+/* User (or kernel) stacks lost, for whatever reason, by the counters */
+u64 bpf_bstack__lost_stacks(const u64 *stat, bool user)
+{
+	if (user)
+		return stat[BPF_BSTACK_STAT_USER_ERR] + stat[BPF_BSTACK_STAT_USER_FULL] +
+		       stat[BPF_BSTACK_STAT_USER_UNSTORED];
+	return stat[BPF_BSTACK_STAT_KERN_ERR] + stat[BPF_BSTACK_STAT_KERN_FULL] +
+	       stat[BPF_BSTACK_STAT_KERN_UNSTORED];
+}
 
 const char *bpf_bstack__event_kind_name(u32 kind)
 {

@@ -143,6 +143,7 @@ int bpf_bstack__decode(const void *raw, u32 raw_size, bool needs_swap,
 		       struct bpf_bstack_rec_hdr **rec, void **copy);
 const char *bpf_bstack__strerror(int err);
 const char *bpf_bstack__stat_name(int stat);
+u64 bpf_bstack__lost_stacks(const u64 *stat, bool user);
 const char *bpf_bstack__event_kind_name(u32 kind);
 bool bpf_bstack__is_event(struct evsel *evsel);
 struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,

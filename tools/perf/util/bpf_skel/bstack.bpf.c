@@ -139,7 +139,10 @@ int kern_build_id_failed;
  * build-id frames that is 4 KiB, a third of what a build-id stack costs
  * more than an IP one.  A stack that fills the buffer may have been cut:
  * it is taken again with max_frames, and the hint grows.  Racing updates
- * cost a retry, never a frame.
+ * cost a retry, never a frame.  In a context with interrupts off, the
+ * kernel cannot lock the mm for build-ids a second time (its unlock is
+ * still queued), so a user stack taken again there comes back as IPs:
+ * that happens while the hint grows, a few stacks in a recording.
  */
 #define DEPTH_HINT_MARGIN	16
 __u32 depth_hint[2] = { DEPTH_HINT_MARGIN, DEPTH_HINT_MARGIN };	/* user, kernel stacks */
@@ -262,7 +265,12 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 
 	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
-		stat_inc(stats, user ? BPF_BSTACK_STAT_USER_FULL : BPF_BSTACK_STAT_KERN_FULL, 1);
+		if (err == -E2BIG)
+			stat_inc(stats, user ? BPF_BSTACK_STAT_USER_FULL :
+					       BPF_BSTACK_STAT_KERN_FULL, 1);
+		else	/* no memory for the entry, most likely */
+			stat_inc(stats, user ? BPF_BSTACK_STAT_USER_UNSTORED :
+					       BPF_BSTACK_STAT_KERN_UNSTORED, 1);
 		return 0;
 	}
 	return h;
@@ -271,7 +279,7 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 /* a stack of IPs: the kernel's, or the user's with --ip-stacks */
 static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *stats,
 					    void *map, __u64 flags, int err_stat,
-					    int full_stat)
+					    int full_stat, int unstored_stat)
 {
 	__u32 zero = 0;
 	struct bpf_bstack_kern_stack *buf;
@@ -302,7 +310,7 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 
 	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
-		stat_inc(stats, full_stat, 1);
+		stat_inc(stats, err == -E2BIG ? full_stat : unstored_stat, 1);
 		return 0;
 	}
 	return h;
@@ -357,7 +365,8 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 	else if (user_stack)
 		key->user_stack = store_ip_stack(ctx, stats, &bstack_user_ip_stacks,
 						 BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
-						 BPF_BSTACK_STAT_USER_FULL);
+						 BPF_BSTACK_STAT_USER_FULL,
+						 BPF_BSTACK_STAT_USER_UNSTORED);
 	if (kern_stack && kern_build_id && !kern_build_id_failed)
 		key->kern_stack = store_bid_stack(ctx, stats, false,
 						  kern_skip & BPF_F_SKIP_FIELD_MASK);
@@ -366,7 +375,8 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 		key->kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks,
 						 kern_skip & BPF_F_SKIP_FIELD_MASK,
 						 BPF_BSTACK_STAT_KERN_ERR,
-						 BPF_BSTACK_STAT_KERN_FULL);
+						 BPF_BSTACK_STAT_KERN_FULL,
+						 BPF_BSTACK_STAT_KERN_UNSTORED);
 }
 
 /* A hit of event number 'event' in the current task */

@@ -27,6 +27,8 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_USER_FRAMES,	/* user frames captured */
 	BPF_BSTACK_STAT_USER_IP_FRAMES,	/* of which came back as IPs */
 	BPF_BSTACK_STAT_OFFCPU_LOST,	/* no task storage: off-CPU time lost */
+	BPF_BSTACK_STAT_USER_UNSTORED,	/* user stack map update failed, not full */
+	BPF_BSTACK_STAT_KERN_UNSTORED,	/* kernel stack map update failed, not full */
 	BPF_BSTACK_STAT_MAX,
 };
 
