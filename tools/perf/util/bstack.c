@@ -282,8 +282,10 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 			" user stacks (%" PRIu64 " map full), %" PRIu64 " kernel stacks (%" PRIu64
 			" map full)\n",
 			s->stat[BPF_BSTACK_STAT_COUNTS_FULL],
-			bpf_bstack__lost_stacks(s->stat, true), s->stat[BPF_BSTACK_STAT_USER_FULL],
-			bpf_bstack__lost_stacks(s->stat, false), s->stat[BPF_BSTACK_STAT_KERN_FULL]);
+			bpf_bstack__lost_stacks(s->stat, true),
+			s->stat[BPF_BSTACK_STAT_USER_FULL],
+			bpf_bstack__lost_stacks(s->stat, false),
+			s->stat[BPF_BSTACK_STAT_KERN_FULL]);
 	else
 		fprintf(fp, "# bstack: no recorder counters in the file: losses unknown\n");
 	fprintf(fp, "# bstack: user frames: %.1f%% with build-id, %.1f%% as IP (%" PRIu64
