@@ -208,6 +208,22 @@ static __always_inline int task_selected(void)
 	return 1;
 }
 
+/*
+ * Store a stack under its hash, once: the hash, or 0 when the map refused
+ * it, full (-E2BIG) or, most likely, without memory for the entry.
+ */
+static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
+					 struct bpf_bstack_stats *stats, int full_stat,
+					 int unstored_stat)
+{
+	long err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
+
+	if (!err || err == -EEXIST)
+		return h;
+	stat_inc(stats, err == -E2BIG ? full_stat : unstored_stat, 1);
+	return 0;
+}
+
 /* A stack of (build-id, offset) frames: the user's, or the kernel's */
 static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats *stats,
 					     bool user, __u64 kern_skip)
@@ -218,7 +234,7 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	__u32 zero = 0;
 	struct bpf_bstack_user_stack *buf;
 	__u64 h = 0xcbf29ce484222325ULL, ip_frames = 0;
-	long len, err;
+	long len;
 	__u32 i, nr;
 
 	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
@@ -262,18 +278,9 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 		stat_inc(stats, BPF_BSTACK_STAT_USER_IP_FRAMES, ip_frames);
 	}
 	buf->nr = nr;
-
-	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
-	if (err && err != -EEXIST) {
-		if (err == -E2BIG)
-			stat_inc(stats, user ? BPF_BSTACK_STAT_USER_FULL :
-					       BPF_BSTACK_STAT_KERN_FULL, 1);
-		else	/* no memory for the entry, most likely */
-			stat_inc(stats, user ? BPF_BSTACK_STAT_USER_UNSTORED :
-					       BPF_BSTACK_STAT_KERN_UNSTORED, 1);
-		return 0;
-	}
-	return h;
+	return store_stack(map, h, buf, stats,
+			   user ? BPF_BSTACK_STAT_USER_FULL : BPF_BSTACK_STAT_KERN_FULL,
+			   user ? BPF_BSTACK_STAT_USER_UNSTORED : BPF_BSTACK_STAT_KERN_UNSTORED);
 }
 
 /* a stack of IPs: the kernel's, or the user's with --ip-stacks */
@@ -284,7 +291,7 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 	__u32 zero = 0;
 	struct bpf_bstack_kern_stack *buf;
 	__u64 h = 0xcbf29ce484222325ULL;
-	long len, err;
+	long len;
 	__u32 i, nr;
 
 	buf = bpf_map_lookup_elem(&bstack_kern_buf, &zero);
@@ -307,13 +314,7 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 	}
 	h = hash_final(hash_word(h, nr));
 	buf->nr = nr;
-
-	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
-	if (err && err != -EEXIST) {
-		stat_inc(stats, err == -E2BIG ? full_stat : unstored_stat, 1);
-		return 0;
-	}
-	return h;
+	return store_stack(map, h, buf, stats, full_stat, unstored_stat);
 }
 
 static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
