@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Workload for the perf bstack tests: a main loop, short-lived fork+exec
- * children running bstack_child, and a library that is dlopen()ed, used
- * and dlclose()d.  Built with frame pointers so that every function below
- * shows up in user stacks.
+ * children running bstack_child, and one or two libraries that are, in
+ * turn, dlopen()ed, used and dlclose()d.  Built with frame pointers so
+ * that every function below shows up in user stacks.
  *
- * usage: bstack_work SECONDS CHILD_BINARY LIBRARY
+ * usage: bstack_work SECONDS CHILD_BINARY LIBRARY [OTHER_LIBRARY]
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -49,17 +49,27 @@ static void bstack_work_child(const char *child)
 		waitpid(pid, &status, 0);
 }
 
-static void bstack_work_library(const char *lib)
+static void bstack_work_library(const char *lib, const char *spin)
 {
 	void (*fn)(unsigned long n);
 	void *h = dlopen(lib, RTLD_NOW);
 
 	if (!h)
 		return;
-	fn = (void (*)(unsigned long n))dlsym(h, "bstack_lib_spin");
+	fn = (void (*)(unsigned long n))dlsym(h, spin);
 	if (fn)
 		fn(3000000);
 	dlclose(h);
+}
+
+/*
+ * Loaded where the first library was, just after it was unloaded: its own
+ * caller tells in every stack which of the two a frame must be in.
+ */
+static void bstack_work_other_library(const char *lib)
+{
+	bstack_work_library(lib, "bstack_lib_other_spin");
+	asm volatile("" : : : "memory");	/* no tail call: keep this frame */
 }
 
 int main(int argc, char **argv)
@@ -67,14 +77,16 @@ int main(int argc, char **argv)
 	double end;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s SECONDS CHILD LIBRARY\n", argv[0]);
+		fprintf(stderr, "usage: %s SECONDS CHILD LIBRARY [OTHER_LIBRARY]\n", argv[0]);
 		return 2;
 	}
 	end = bstack_work_now() + atof(argv[1]);
 	while (bstack_work_now() < end) {
 		bstack_work_middle(3000000);
 		bstack_work_child(argv[2]);
-		bstack_work_library(argv[3]);
+		bstack_work_library(argv[3], "bstack_lib_spin");
+		if (argc > 4)
+			bstack_work_other_library(argv[4]);
 	}
 	return 0;
 }

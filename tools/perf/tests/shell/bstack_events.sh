@@ -30,11 +30,6 @@ bstack_build_workload "$tmp" || exit 1
 bin=$tmp/bstack_events
 uprobe="uprobe:bstack_events:bstack_events_target"
 
-# the sum of the counts of the folded lines matching $2 in file $1
-folded_sum() {
-	grep -E "$2" "$1" | awk '{ n += $NF } END { print n + 0 }'
-}
-
 echo "Recording tracepoints, a uprobe and off-CPU time of the workload"
 perf --buildid-dir "$cache" bstack record -q -o "$tmp/ev.data" \
 	-e syscalls:sys_enter_execve -e sched:sched_process_fork \
@@ -48,10 +43,10 @@ perf --buildid-dir "$cache" bstack report -i "$tmp/ev.data" --folded > "$tmp/fol
 
 test_uprobe() {
 	echo "a uprobe counts each of the $calls calls, with its callers"
-	n=$(folded_sum "$tmp/folded" \
+	n=$(bstack_folded_sum "$tmp/folded" \
 	    "^$uprobe;bstack_events;.*;main;bstack_events_caller;bstack_events_target ")
 	[ "$n" = $calls ] || fail "uprobe: $n hits from bstack_events_caller, not $calls"
-	n=$(folded_sum "$tmp/folded" "^$uprobe;")
+	n=$(bstack_folded_sum "$tmp/folded" "^$uprobe;")
 	[ "$n" = $calls ] || fail "uprobe: $n hits in all, not $calls"
 }
 
@@ -68,12 +63,12 @@ test_deep_stack() {
 		{ fail "record of a deep stack: $(tail -1 "$tmp/deep.out")"; return; }
 	perf --buildid-dir "$cache" bstack report -i "$tmp/deep.data" --folded \
 		> "$tmp/deep.folded" 2>&1 || fail "report --folded of a deep stack"
-	n=$(folded_sum "$tmp/deep.folded" \
+	n=$(bstack_folded_sum "$tmp/deep.folded" \
 	    ";main(;bstack_events_deep){$depth};bstack_events_caller;bstack_events_target ")
 	[ "$n" = 3 ] || fail "deep stack: $n of 3 hits with $depth levels of recursion:" \
 		"$(awk '{ print NF ? gsub(/;/, ";") " frames" : "" }' "$tmp/deep.folded" | sort -u)"
 	fork_site="main;bstack_events_fork_site;"
-	n=$(folded_sum "$tmp/deep.folded" \
+	n=$(bstack_folded_sum "$tmp/deep.folded" \
 	    "^sched:sched_process_fork;bstack_events[^;]*;([^;]*;){0,2}$fork_site")
 	[ "$n" = 2 ] || fail "shallow stacks after a deep one: $n of 2 forks with only" \
 		"their own frames: $(grep -m1 "$fork_site" "$tmp/deep.folded" | cut -c1-200)"
@@ -82,20 +77,20 @@ test_deep_stack() {
 test_execve() {
 	echo "sys_enter_execve is taken in each child, at the exec site"
 	site="main;bstack_events_fork_site;bstack_events_exec_site"
-	n=$(folded_sum "$tmp/folded" "^syscalls:sys_enter_execve;bstack_events;.*;$site;")
+	n=$(bstack_folded_sum "$tmp/folded" "^syscalls:sys_enter_execve;bstack_events;.*;$site;")
 	[ "$n" = $children ] || fail "execve: $n stacks from bstack_events_exec_site, not $children"
 }
 
 test_fork() {
 	echo "sched_process_fork is taken in the parent, at the fork site"
-	n=$(folded_sum "$tmp/folded" \
+	n=$(bstack_folded_sum "$tmp/folded" \
 	    "^sched:sched_process_fork;bstack_events;.*;main;bstack_events_fork_site;")
 	[ "$n" = $children ] || fail "fork: $n stacks from bstack_events_fork_site, not $children"
 }
 
 test_off_cpu() {
 	echo "off-CPU time: the sleeping thread's ${sleep_ms} ms, in nanoseconds"
-	ns=$(folded_sum "$tmp/folded" \
+	ns=$(bstack_folded_sum "$tmp/folded" \
 	     "^offcpu-time;bstack_events;.*;bstack_events_sleeper;bstack_events_sleep_site;")
 	# blocked at least as long as asked, and woken up within as long again
 	if [ "$ns" -lt $((sleep_ms * 1000000)) ] || [ "$ns" -gt $((2 * sleep_ms * 1000000)) ]; then
@@ -150,7 +145,7 @@ test_perf_probe() {
 		{ fail "record -e $group:target: $(tail -1 "$tmp/rec.out")"; return; }
 	perf --buildid-dir "$cache" bstack report -i "$tmp/probe.data" --folded \
 		> "$tmp/probe.folded" 2>&1
-	n=$(folded_sum "$tmp/probe.folded" "bstack_events_caller;bstack_events_target ")
+	n=$(bstack_folded_sum "$tmp/probe.folded" "bstack_events_caller;bstack_events_target ")
 	[ "$n" = $calls ] || fail "-e $group:target: $n hits, not $calls"
 	perf probe -q -d "$group:*"
 }

@@ -17,6 +17,7 @@ bstack_build_workload "$tmp" || exit 1
 work=$tmp/bstack_work
 child=$tmp/bstack_child
 lib=$tmp/libbstack_lib.so
+other_lib=$tmp/libbstack_lib_other.so
 
 echo "Recording the workload"
 if ! perf --buildid-dir "$cache" bstack record -o "$data" -- \
@@ -89,6 +90,31 @@ test_offsets() {
 	done
 }
 
+# The other library is mapped where the first one was, as soon as that is
+# unmapped, with the same code at the same offsets: its frames must come
+# with its own build-id, not with one remembered from the mapping before.
+# At 999 Hz, and with children that exit at once, each library is sampled
+# several times in a row.
+test_reloaded_library() {
+	echo "frames of a library loaded where another was are in that library"
+	if ! perf --buildid-dir "$cache" bstack record -q -F 999 -o "$tmp/reload.data" -- \
+			"$work" 2 /bin/true "$lib" "$other_lib" > "$tmp/reload.out" 2>&1 ||
+	   ! perf --buildid-dir "$cache" bstack report -i "$tmp/reload.data" --folded \
+			> "$tmp/reload.folded" 2>> "$tmp/reload.out"; then
+		fail "record and report: $(tail -1 "$tmp/reload.out")"
+		return
+	fi
+	other="bstack_work_other_library;bstack_work_library;"
+	n=$(bstack_folded_sum "$tmp/reload.folded" "${other}bstack_lib_other_spin;")
+	[ "$n" -ge 10 ] || fail "$n stacks in bstack_lib_other_spin, not 10 or more"
+	n=$(bstack_folded_sum "$tmp/reload.folded" "main;bstack_work_library;bstack_lib_spin;")
+	[ "$n" -ge 10 ] || fail "$n stacks in bstack_lib_spin, not 10 or more"
+	wrong="${other}bstack_lib_(spin|leaf)|main;bstack_work_library;bstack_lib_other_"
+	n=$(bstack_folded_sum "$tmp/reload.folded" "$wrong")
+	[ "$n" = 0 ] ||
+		fail "$n samples in the wrong library: $(grep -m1 -E "$wrong" "$tmp/reload.folded")"
+}
+
 test_comms() {
 	echo "exec'd children are counted under their own comm"
 	nr_child=$(awk '$1 == "COUNT" && $7 == "bstack_child" { print $3 }' "$tmp/script" |
@@ -120,6 +146,7 @@ test_lost() {
 test_samples
 test_build_ids
 test_offsets
+test_reloaded_library
 test_comms
 test_lost
 

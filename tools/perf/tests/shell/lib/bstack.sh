@@ -19,7 +19,7 @@ bstack_require_record() {
 	fi
 }
 
-# Build the workload into $1: bstack_work, bstack_child, libbstack_lib.so
+# Build the workload into $1: bstack_work, bstack_child, the libraries
 bstack_build_workload() {
 	src=$(bstack_src_dir)
 	if [ -z "$src" ] || [ ! -f "$src/bstack_work.c" ]; then
@@ -71,6 +71,11 @@ bstack_sym_at_offset() {
 			}
 			END { print name ? name : "?" }'
 	}
+}
+
+# the sum of the counts of the folded lines matching $2 in file $1
+bstack_folded_sum() {
+	grep -E "$2" "$1" | awk '{ n += $NF } END { print n + 0 }'
 }
 
 # perf record installs its signal handlers before it creates its output:
