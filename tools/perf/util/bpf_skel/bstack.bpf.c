@@ -141,8 +141,10 @@ int kern_build_id_failed;
  * it is taken again with max_frames, and the hint grows.  Racing updates
  * cost a retry, never a frame.  In a context with interrupts off, the
  * kernel cannot lock the mm for build-ids a second time (its unlock is
- * still queued), so a user stack taken again there comes back as IPs:
- * that happens while the hint grows, a few stacks in a recording.
+ * still queued), so a user stack taken again there comes back as IPs
+ * (on a kernel that remembers the mappings of the last stacks, only its
+ * frames outside them): that happens while the hint grows, a few stacks
+ * in a recording.
  */
 #define DEPTH_HINT_MARGIN	16
 __u32 depth_hint[2] = { DEPTH_HINT_MARGIN, DEPTH_HINT_MARGIN };	/* user, kernel stacks */
