@@ -13,7 +13,7 @@
 
 #include "debug.h"
 #include "tests.h"
-#include "util/bstack.h"
+#include "util/bstack-payload.h"
 
 static u64 buf[1024];
 

@@ -12,7 +12,7 @@
 #include <linux/bpf.h>
 #include <linux/zalloc.h>
 
-#include "util/bstack.h"
+#include "util/bstack-payload.h"
 #include "bpf_skel/bstack.h"
 
 static_assert(sizeof(struct bpf_bstack_frame) == sizeof(struct bpf_stack_build_id),

@@ -3,37 +3,19 @@
 #define PERF_UTIL_BSTACK_H
 
 /*
- * perf bstack: stacks sampled by BPF as (build-id, file offset) frames.
- *
- * "bstack" elsewhere in perf means the branch stack; everything here is
- * prefixed bpf_bstack to keep the two apart.
- *
- * The samples are stored in perf.data as PERF_RECORD_SAMPLEs of a
- * bpf-output event named BPF_BSTACK_EVENT whose PERF_SAMPLE_RAW data is a
- * versioned payload, one record per sample:
- *
- *   STACK  a unique stack, written once: its id, its kind and its frames,
- *          user frames exactly as the kernel returned them (struct
- *          bpf_stack_build_id: status, 20-byte build-id, offset or IP),
- *          kernel frames as IPs;
- *   COUNT  how many samples hit {pid, tid, cpu, comm, user stack, kernel
- *          stack}, with the time of the first and last hit;
- *   STATS  the recorder's counters (samples, lost stacks per cause, IP
- *          fallback frames), cumulative, written at each drain;
- *   EVENT  an event stacks were taken at: its index (the event of COUNT
- *          records), its kind and its name, written once.  A recording
- *          without EVENT records has one sampling event, index 0.
- *
- * All fields are in the byte order of the recording machine; readers pass
- * needs_swap to bpf_bstack__decode().  See perf.data-file-format.txt.
+ * perf bstack: the perf side of stacks sampled by BPF as (build-id, file
+ * offset) frames: finding them in a session, the DSOs they name, the
+ * report's summary, the conversion to a standard perf.data and
+ * 'perf record --bstack'.  The payload itself is in bstack-payload.h.
  */
 #include <stdbool.h>
 #include <stdio.h>
-#include <stddef.h>
 #include <linux/compiler.h>
 #include <linux/types.h>
 #include "build-id.h"
+#include "bstack-payload.h"
 
+struct dso;
 struct evlist;
 struct evsel;
 struct machine;
@@ -43,108 +25,6 @@ struct record_opts;
 struct strlist;
 struct target;
 
-#define BPF_BSTACK_EVENT		"bstack"
-#define BPF_BSTACK_PAYLOAD_VERSION	1
-#define BPF_BSTACK_MAX_FRAMES		1024	/* accepted from a file */
-#define BPF_BSTACK_MAX_STATS		64
-
-enum bpf_bstack_rec_type {
-	BPF_BSTACK_REC_STACK = 1,
-	BPF_BSTACK_REC_COUNT = 2,
-	BPF_BSTACK_REC_STATS = 3,
-	BPF_BSTACK_REC_EVENT = 4,
-};
-
-#define BPF_BSTACK_MAX_EVENTS		64
-#define BPF_BSTACK_EVENT_NAME_LEN	64
-#define BPF_BSTACK_OFFCPU_EVENT		"offcpu-time"
-
-enum bpf_bstack_event_kind {
-	BPF_BSTACK_EVENT_SAMPLE		= 1,	/* a sampling event: counts are samples */
-	BPF_BSTACK_EVENT_TRACEPOINT	= 2,	/* counts are hits */
-	BPF_BSTACK_EVENT_UPROBE		= 3,	/* counts are hits */
-	BPF_BSTACK_EVENT_OFFCPU		= 4,	/* counts are nanoseconds blocked */
-};
-
-enum bpf_bstack_stack_kind {
-	BPF_BSTACK_STACK_USER	= 1,	/* struct bpf_bstack_frame[] */
-	BPF_BSTACK_STACK_KERNEL	= 2,	/* u64 ip[] */
-	BPF_BSTACK_STACK_USER_IP = 3,	/* u64 ip[]: user stack without build-ids */
-	BPF_BSTACK_STACK_KERNEL_BID = 4,	/* struct bpf_bstack_frame[]: kernel frames
-						 * with BPF_F_KERNEL_BUILD_ID
-						 */
-};
-
-/* the kernel's struct bpf_stack_build_id, spelled out for the file format */
-struct bpf_bstack_frame {
-	s32	status;			/* BPF_STACK_BUILD_ID_VALID or _IP */
-	u8	build_id[20];
-	u64	offset;			/* file offset (VALID) or IP */
-};
-
-struct bpf_bstack_rec_hdr {
-	u16	version;
-	u16	type;
-	u32	size;			/* of the whole record, header included */
-};
-
-struct bpf_bstack_rec_stack {
-	struct bpf_bstack_rec_hdr hdr;
-	u64	id;
-	u32	kind;
-	u32	nr;
-	/* nr frames follow */
-};
-
-struct bpf_bstack_rec_count {
-	struct bpf_bstack_rec_hdr hdr;
-	u64	user_stack;		/* STACK id, 0: none */
-	u64	kern_stack;
-	u64	count;		/* samples, hits or ns: see the event's kind */
-	u64	first_ns;		/* CLOCK_MONOTONIC */
-	u64	last_ns;
-	u32	pid;
-	u32	tid;
-	u32	cpu;
-	u32	event;			/* EVENT index */
-	char	comm[16];
-};
-
-struct bpf_bstack_rec_stats {
-	struct bpf_bstack_rec_hdr hdr;
-	u32	nr;
-	u32	reserved;
-	u64	stat[];			/* indexed by enum bpf_bstack_stat */
-};
-
-struct bpf_bstack_rec_event {
-	struct bpf_bstack_rec_hdr hdr;
-	u32	index;
-	u32	kind;			/* enum bpf_bstack_event_kind */
-	char	name[BPF_BSTACK_EVENT_NAME_LEN];	/* NUL-terminated */
-};
-
-static inline struct bpf_bstack_frame *
-bpf_bstack__user_frames(struct bpf_bstack_rec_stack *stack)
-{
-	return (struct bpf_bstack_frame *)(stack + 1);
-}
-
-static inline u64 *bpf_bstack__kernel_ips(struct bpf_bstack_rec_stack *stack)
-{
-	return (u64 *)(stack + 1);
-}
-
-size_t bpf_bstack__stack_size(u32 kind, u32 nr);
-size_t bpf_bstack__stats_size(u32 nr);
-void bpf_bstack__init_hdr(struct bpf_bstack_rec_hdr *hdr, u16 type, u32 size);
-void bpf_bstack__swap(void *rec, bool to_host);
-int bpf_bstack__decode(const void *raw, u32 raw_size, bool needs_swap,
-		       struct bpf_bstack_rec_hdr **rec, void **copy);
-const char *bpf_bstack__strerror(int err);
-const char *bpf_bstack__stat_name(int stat);
-u64 bpf_bstack__lost_stacks(const u64 *stat, bool user);
-const char *bpf_bstack__event_kind_name(u32 kind);
 bool bpf_bstack__is_event(struct evsel *evsel);
 struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,
 						     struct perf_sample *sample,

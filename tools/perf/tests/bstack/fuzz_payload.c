@@ -11,7 +11,7 @@
 #include <string.h>
 #include <linux/types.h>
 
-#include "util/bstack.h"
+#include "util/bstack-payload.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

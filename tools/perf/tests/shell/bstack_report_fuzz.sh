@@ -26,11 +26,12 @@ python3 "$(dirname "$0")"/lib/bstack_mutate.py "$seed" "$count" "$tmp/perf.data"
 	exit 1
 
 # files that crashed perf before, then the variants
-regressions=$(cd "$(dirname "$0")"/../bstack/regressions 2> /dev/null && pwd)
+regressions=$(cd "$(dirname "$0")"/.. 2> /dev/null && pwd)
 echo "reporting $count variants (seed $seed) and the regression files"
 bad=0
 rejected=0
-for f in "$regressions"/*.data "$tmp"/m/*.data; do
+for f in "$regressions"/perf-data-damaged/*.data "$regressions"/bstack/regressions/*.data \
+	 "$tmp"/m/*.data; do
 	timeout 20 perf --buildid-dir "$tmp/cache" bstack report --stdio -i "$f" \
 		> /dev/null 2> "$tmp/err"
 	st=$?

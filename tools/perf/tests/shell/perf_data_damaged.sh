@@ -1,0 +1,41 @@
+#!/bin/bash
+# perf report survives damaged perf.data files
+# SPDX-License-Identifier: GPL-2.0
+#
+# Each file of tests/perf-data-damaged crashed or hung perf before the fix
+# that added it.  perf may refuse a file, with a message, but must not die
+# of a signal or hang on it.
+
+err=0
+data_dir=$(cd "$(dirname "$0")"/../perf-data-damaged 2> /dev/null && pwd)
+if [ -z "$data_dir" ]; then
+	echo "perf data damaged test [Skipped: no tests/perf-data-damaged beside $0]"
+	exit 2
+fi
+tmp=$(mktemp -d /tmp/__perf_test.damaged.XXXXX)
+trap 'rm -rf "$tmp"' EXIT TERM INT
+
+# $1: the file, the rest: the perf command
+run() {
+	f=$1
+	shift
+	timeout 60 perf "$@" -i "$f" > /dev/null 2> "$tmp/err"
+	st=$?
+	if [ $st = 124 ] || { [ $st -gt 128 ] && [ $st -lt 160 ]; } ||
+	   grep -qE 'AddressSanitizer|runtime error:|stack smashing' "$tmp/err"; then
+		echo "perf $* -i $(basename "$f"): exit $st"
+		tail -n 5 "$tmp/err"
+		err=1
+	fi
+}
+
+for f in "$data_dir"/*.data; do
+	echo "$(basename "$f")"
+	run "$f" report --stdio
+	run "$f" report --stdio --header-only
+	run "$f" report -D
+	run "$f" script
+done
+
+[ $err = 0 ] && echo "perf data damaged test [Success]"
+exit $err
