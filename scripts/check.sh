@@ -95,8 +95,10 @@ else
 	fail=$((fail + 1))
 fi
 
-# the series as it would be posted: applies with git am, checkpatch-clean
+# the series as it would be posted: applies with git am, builds and passes
+# its unit tests at every commit, checkpatch-clean
 if out=$("$top/scripts/make-series.sh" 2>&1); then
+	echo "$out" | grep '^series: '
 	pass=$((pass + 1))
 else
 	echo "$out"

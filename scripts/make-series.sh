@@ -4,9 +4,13 @@
 # Write perf-bstack as a git format-patch series against the pristine
 # upstream tree: one commit per line of patches/series (the patch's diff
 # to upstream files plus the new files it lists), into build/series/.
-# Then check that the series applies with 'git am' to the pristine tree
-# and that each patch is checkpatch-clean.  The kernel patches
-# (patches/kernel) are checked the same way, into build/series/kernel/.
+# Then check that the series applies with 'git am' to the pristine tree,
+# that perf builds at each commit (incrementally, in build/series-build
+# with objects in build/series-perf, both kept between runs) and passes
+# there the tests that exist by then and need no privileges (the payload
+# unit test, perf report of damaged files), and that each patch is
+# checkpatch-clean.  The kernel patches (patches/kernel) are checked the
+# same way, into build/series/kernel/.
 set -e
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -87,6 +91,42 @@ if ! git -C "$check" diff --quiet HEAD "$(git -C "$git_tree" rev-parse HEAD)"; t
 fi
 rm -rf "$check"
 
+# perf builds, and its unit tests pass, at every commit: a bisection can
+# stop anywhere.  The build tree is a git checkout of each commit in turn,
+# so only the files a commit changes get new times and are rebuilt.
+bisect_tree=$build/series-build
+bisect_out=$build/series-perf
+bisect_log=$build/series-build.log
+[ -d "$bisect_tree/.git" ] || { rm -rf "$bisect_tree"; git init -q "$bisect_tree"; }
+git -C "$bisect_tree" fetch -q "$git_tree" HEAD
+mkdir -p "$bisect_out"
+: > "$bisect_log"
+nr=0
+for c in $(git -C "$git_tree" rev-list --reverse "$base"..HEAD); do
+	nr=$((nr + 1))
+	subject=$(git -C "$git_tree" log -1 --format=%s "$c")
+	git -C "$bisect_tree" checkout -q -f "$c"
+	echo "== $nr $subject" >> "$bisect_log"
+	if ! make -C "$bisect_tree/tools/perf" O="$bisect_out" NO_LIBPYTHON=1 NO_LIBPERL=1 \
+			-j"$(nproc)" >> "$bisect_log" 2>&1; then
+		tail -n 20 "$bisect_log"
+		echo "error: perf does not build at commit $nr, $subject" >&2
+		exit 1
+	fi
+	# the C suite and the damaged-file test, where the commit has them
+	for t in 'bstack payload' 'damaged perf.data'; do
+		(cd "$bisect_tree" && "$bisect_out/perf" test list 2>&1) | grep -q "$t" || continue
+		(cd "$bisect_tree" && PATH=$bisect_out:$PATH "$bisect_out/perf" test "$t") \
+			> "$bisect_log.test" 2>&1 || true
+		cat "$bisect_log.test" >> "$bisect_log"
+		if ! grep -q ': Ok$' "$bisect_log.test" || grep -q 'FAILED' "$bisect_log.test"; then
+			cat "$bisect_log.test"
+			echo "error: perf test '$t' fails at commit $nr, $subject" >&2
+			exit 1
+		fi
+	done
+done
+
 bad=0
 for p in "$out"/*.patch; do
 	# New files always draw "does MAINTAINERS need updating?": MAINTAINERS
@@ -99,7 +139,11 @@ for p in "$out"/*.patch; do
 		bad=1
 	fi
 done
-echo "  SERIES  $(ls "$out" | wc -l) patches in build/series (git am: ok, checkpatch: $([ $bad = 0 ] && echo clean || echo ERRORS))"
+if [ $bad = 0 ]; then
+	echo "series: $nr commits; each applies, builds and passes checkpatch"
+else
+	echo "series: $nr commits; each applies and builds; checkpatch: ERRORS"
+fi
 
 # The kernel series (patches/kernel): it must apply with git am to the
 # files it touches, taken from the same linux-source-6.12 tarball
@@ -129,5 +173,5 @@ for p in $kpatches; do
 	fi
 done
 rm -rf "$ktree"
-echo "  SERIES  $(ls "$kout" | wc -l) kernel patches in build/series/kernel (git am: ok, checkpatch: $([ $bad = 0 ] && echo clean || echo ERRORS))"
+echo "series: $(ls "$kout" | wc -l) kernel patches; each applies with git am$([ $bad = 0 ] && echo " and passes checkpatch" || echo "; checkpatch: ERRORS")"
 exit $bad
