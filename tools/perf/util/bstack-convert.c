@@ -95,6 +95,26 @@ struct bstack_slot {
 	bool		available;	/* a file with this build-id was found */
 };
 
+/*
+ * The user maps of a process in the order perf record saw them.  An IP frame
+ * (the kernel could not read the build-id) is resolved through the map its
+ * process had when it was sampled: after a library was dlclose()d and
+ * another one dlopen()ed at its address, perf's maps of the thread only
+ * know the second one.
+ */
+struct bstack_map_rec {
+	u64		start;
+	u64		end;
+	u64		pgoff;
+	u64		time;
+	struct dso	*dso;
+};
+
+struct bstack_map_history {
+	struct bstack_map_rec	*rec;
+	size_t			nr, alloc;
+};
+
 struct bstack_conv {
 	struct perf_tool		tool;
 	struct perf_session		*session;
@@ -111,6 +131,7 @@ struct bstack_conv {
 	int				nr_slots;
 	struct hashmap			*mapped;	/* pid << 16 | slot -> 1 */
 	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
+	struct hashmap			*map_history;	/* pid -> struct bstack_map_history * */
 	struct strlist			*wanted;	/* --event, NULL: all */
 	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
 	struct build_id			kernel_bid;	/* of the kernel they were taken in */
@@ -208,6 +229,107 @@ static int read_sample(const struct perf_tool *tool, union perf_event *event __m
 	err = add_record(c, hdr);
 	free(copy);
 	return err;
+}
+
+static struct bstack_map_history *map_history(struct bstack_conv *c, u32 pid, bool create)
+{
+	struct bstack_map_history *h;
+
+	if (hashmap__find(c->map_history, (long)pid, &h) || !create)
+		return h;
+	h = zalloc(sizeof(*h));
+	if (h && hashmap__add(c->map_history, (long)pid, h))
+		zfree(&h);
+	return h;
+}
+
+/* Keep the user map perf just made of an MMAP or MMAP2 at start */
+static int note_map(struct bstack_conv *c, struct machine *machine, union perf_event *event,
+		    u32 pid, u32 tid, u64 start, u64 time)
+{
+	struct bstack_map_history *h;
+	struct bstack_map_rec *rec;
+	struct addr_location al;
+	struct thread *thread;
+	int err = 0;
+
+	if ((event->header.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+		return 0;
+	addr_location__init(&al);
+	thread = machine__find_thread(machine, pid, tid);
+	if (!thread || !thread__find_map(thread, PERF_RECORD_MISC_USER, start, &al) ||
+	    map__start(al.map) != start)
+		goto out;
+	h = map_history(c, pid, /*create=*/true);
+	if (h && h->nr == h->alloc) {
+		size_t n = h->alloc ? h->alloc * 2 : 16;
+		void *p = realloc(h->rec, n * sizeof(*h->rec));
+
+		if (p) {
+			h->rec = p;
+			h->alloc = n;
+		}
+	}
+	if (!h || h->nr == h->alloc) {
+		err = -ENOMEM;
+		goto out;
+	}
+	rec = &h->rec[h->nr++];
+	rec->start = start;
+	rec->end = map__end(al.map);
+	rec->pgoff = map__pgoff(al.map);
+	rec->time = time;
+	rec->dso = dso__get(map__dso(al.map));
+out:
+	thread__put(thread);
+	addr_location__exit(&al);
+	return err;
+}
+
+static int conv_mmap(const struct perf_tool *tool, union perf_event *event,
+		     struct perf_sample *sample, struct machine *machine)
+{
+	struct bstack_conv *c = container_of(tool, struct bstack_conv, tool);
+	int err = perf_event__process_mmap(tool, event, sample, machine);
+
+	return err ?: note_map(c, machine, event, event->mmap.pid, event->mmap.tid,
+			       event->mmap.start, sample->time);
+}
+
+static int conv_mmap2(const struct perf_tool *tool, union perf_event *event,
+		      struct perf_sample *sample, struct machine *machine)
+{
+	struct bstack_conv *c = container_of(tool, struct bstack_conv, tool);
+	int err = perf_event__process_mmap2(tool, event, sample, machine);
+
+	return err ?: note_map(c, machine, event, event->mmap2.pid, event->mmap2.tid,
+			       event->mmap2.start, sample->time);
+}
+
+/*
+ * The map of ip that samples from first to last were in: the one in effect
+ * at first, or one that came later (before last).  NULL for none, and for
+ * several of different files (*ambiguous): the samples may be in any.
+ */
+static const struct bstack_map_rec *map_during(const struct bstack_map_history *h, u64 ip,
+					       u64 first, u64 last, bool *ambiguous)
+{
+	const struct bstack_map_rec *found = NULL;
+	size_t i;
+
+	*ambiguous = false;
+	for (i = 0; i < h->nr && h->rec[i].time <= last; i++) {
+		const struct bstack_map_rec *rec = &h->rec[i];
+
+		if (ip < rec->start || ip >= rec->end)
+			continue;
+		if (rec->time > first && found && found->dso != rec->dso) {
+			*ambiguous = true;
+			return NULL;
+		}
+		found = rec;
+	}
+	return found;
 }
 
 /* Output side */
@@ -459,6 +581,50 @@ static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *
 			     cnt->first_ns ? cnt->first_ns - 1 : 1);
 }
 
+/*
+ * The slot of the binary an IP frame of cnt was in, and the frame's file
+ * offset in it: through the map the process had at the time of the
+ * samples, or, for maps not recorded before them (harvested at drain
+ * time), the last map perf has at that address.  A frame at an address
+ * that was mapped to another file between the first and the last sample
+ * of cnt is not resolved, and counted: its samples may be in either.
+ */
+static struct bstack_slot *ip_frame_slot(struct bstack_conv *c,
+					 const struct bpf_bstack_rec_count *cnt,
+					 u64 ip, u64 *offset)
+{
+	struct bstack_map_history *h = map_history(c, cnt->pid, /*create=*/false);
+	const struct bstack_map_rec *rec = NULL;
+	struct bstack_slot *slot = NULL;
+	struct addr_location al;
+	struct thread *thread;
+	bool ambiguous = false;
+
+	if (h)
+		rec = map_during(h, ip, cnt->first_ns, cnt->last_ns, &ambiguous);
+	if (ambiguous) {
+		c->sum->nr_ip_ambiguous++;
+		return NULL;
+	}
+	if (rec) {
+		if (!dso__has_build_id(rec->dso))
+			return NULL;
+		*offset = ip - rec->start + rec->pgoff;
+		return slot_for_build_id(c, dso__bid(rec->dso)->data);
+	}
+
+	addr_location__init(&al);
+	thread = machine__find_thread(&c->session->machines.host, cnt->pid, cnt->tid);
+	if (thread && thread__find_map(thread, PERF_RECORD_MISC_USER, ip, &al) &&
+	    dso__has_build_id(map__dso(al.map))) {
+		slot = slot_for_build_id(c, dso__bid(map__dso(al.map))->data);
+		*offset = al.addr;
+	}
+	thread__put(thread);
+	addr_location__exit(&al);
+	return slot;
+}
+
 /* A user frame as an address in the synthetic map of its binary */
 static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt,
 			 const struct bpf_bstack_frame *f)
@@ -472,21 +638,8 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 		slot = slot_for_build_id(c, f->build_id);
 	} else {
 		/* the kernel could not read the build-id: try the recorded maps */
-		struct thread *thread;
-		struct addr_location al;
-
 		sum->nr_ip_frames++;
-		slot = NULL;
-		addr_location__init(&al);
-		thread = machine__find_thread(&c->session->machines.host, cnt->pid, cnt->tid);
-		if (thread && thread__find_map(thread, PERF_RECORD_MISC_USER, f->offset, &al) &&
-		    dso__has_build_id(map__dso(al.map))) {
-			slot = slot_for_build_id(c, dso__bid(map__dso(al.map))->data);
-			offset = al.addr;
-			sum->nr_ip_resolved++;
-		}
-		thread__put(thread);
-		addr_location__exit(&al);
+		slot = ip_frame_slot(c, cnt, f->offset, &offset);
 		if (!slot) {
 			/* keep the address, unless it would land in a synthetic map */
 			sum->nr_unknown_frames++;
@@ -494,6 +647,7 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 				return UNKNOWN_IP;
 			return f->offset;
 		}
+		sum->nr_ip_resolved++;
 	}
 	if (!slot || !slot->dso) {
 		sum->nr_unknown_frames++;
@@ -1265,6 +1419,17 @@ static void conv_free(struct bstack_conv *c)
 			map__put(cur->pvalue);
 		hashmap__free(c->kmods);
 	}
+	if (c->map_history) {
+		hashmap__for_each_entry(c->map_history, cur, bkt) {
+			struct bstack_map_history *h = cur->pvalue;
+
+			while (h->nr)
+				dso__put(h->rec[--h->nr].dso);
+			free(h->rec);
+			free(h);
+		}
+		hashmap__free(c->map_history);
+	}
 	hashmap__free(c->mapped);
 	strlist__delete(c->wanted);
 	evlist__delete(c->evlist);
@@ -1309,8 +1474,8 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	memset(sum, 0, sizeof(*sum));
 	perf_tool__init(&c.tool, /*ordered_events=*/true);
 	c.tool.sample	= read_sample;
-	c.tool.mmap	= perf_event__process_mmap;
-	c.tool.mmap2	= perf_event__process_mmap2;
+	c.tool.mmap	= conv_mmap;
+	c.tool.mmap2	= conv_mmap2;
 	c.tool.comm	= perf_event__process_comm;
 	/* no exit handler: exited tasks keep their maps, for IP-fallback frames */
 	c.tool.fork	= perf_event__process_fork;
@@ -1321,9 +1486,10 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	c.mapped = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	c.comms = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	c.kmods = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	c.map_history = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	if (IS_ERR(c.stacks) || IS_ERR(c.slots) || IS_ERR(c.mapped) || IS_ERR(c.comms) ||
-	    IS_ERR(c.kmods)) {
-		c.stacks = c.slots = c.mapped = c.comms = c.kmods = NULL;
+	    IS_ERR(c.kmods) || IS_ERR(c.map_history)) {
+		c.stacks = c.slots = c.mapped = c.comms = c.kmods = c.map_history = NULL;
 		conv_free(&c);
 		return -ENOMEM;
 	}

@@ -293,6 +293,10 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		" unknown\n",
 		pct(s->nr_valid_frames, frames), pct(s->nr_ip_frames, frames),
 		s->nr_ip_resolved, s->nr_ip_frames, s->nr_bogus_frames, s->nr_unknown_frames);
+	if (s->nr_ip_ambiguous)
+		fprintf(fp, "# bstack: %" PRIu64 " of the unknown are IP frames at an address that\n"
+			"# bstack: held several files while counted (--interval counts for less time)\n",
+			s->nr_ip_ambiguous);
 	if (s->nr_damaged || s->nr_missing_stacks || s->nr_no_stack)
 		fprintf(fp, "# bstack: %" PRIu64 " damaged records skipped, %" PRIu64
 			" counts of missing stacks, %" PRIu64 " samples without stacks\n",
