@@ -31,6 +31,7 @@
 #include "util/data.h"
 #include "util/debug.h"
 #include "util/dso.h"
+#include "util/env.h"
 #include "util/event.h"
 #include "util/evlist.h"
 #include "util/evsel.h"
@@ -767,6 +768,22 @@ static bool kernel_in_buildid_cache(struct dso *kernel)
  * build-id cache or from debuginfod.  Their frames go into a kernel map of
  * that build-id, which perf report then loads like any recorded kernel.
  */
+/*
+ * Where kernel and module frames are placed (KERNEL_BID_TEXT and
+ * KMOD_BID_BASE) is x86_64's layout: the frames of other kernels stay
+ * unplaced, and are counted so.
+ */
+static bool kernel_bid_placeable(struct bstack_conv *c)
+{
+	const char *arch = perf_env__arch(&c->session->header.env);
+
+	if (arch && !strcmp(arch, "x86"))
+		return true;
+	pr_warning("kernel frames as build-id + offset are placed for x86 recordings only, not %s\n",
+		   arch ?: "of an unknown architecture");
+	return false;
+}
+
 static void setup_kernel_bid(struct bstack_conv *c, struct dso *kernel)
 {
 	struct bpf_bstack_summary *sum = c->sum;
@@ -1334,7 +1351,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 	}
 
 	machine->id_hdr_size = evlist__id_hdr_size(c->evlist);
-	if (c->has_kern_bid && machine__kernel_map(machine))
+	if (c->has_kern_bid && machine__kernel_map(machine) && kernel_bid_placeable(c))
 		setup_kernel_bid(c, map__dso(machine__kernel_map(machine)));
 	if (c->kernel_bid.size) {
 		err = setup_kernel_modules(c, machine);

@@ -11,6 +11,8 @@
 . "$(dirname "$0")"/lib/bstack.sh
 
 bstack_require_record
+bstack_require_feature libslang
+bstack_require_tools tmux
 
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)

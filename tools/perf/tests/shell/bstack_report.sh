@@ -6,6 +6,9 @@
 . "$(dirname "$0")"/lib/bstack.sh
 
 bstack_require_record
+bstack_require_feature libslang
+bstack_require_feature debuginfod
+bstack_require_tools tmux debuginfod debuginfod-find
 
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
@@ -204,10 +207,6 @@ test_archive() {
 
 test_debuginfod() {
 	echo "binaries in no local cache are fetched from debuginfod"
-	if ! command -v debuginfod > /dev/null; then
-		fail "debuginfod is not installed"
-		return
-	fi
 	mkdir -p "$tmp/dfiles" "$tmp/dcache" "$tmp/empty2"
 	cp "$tmp/bstack_work" "$tmp/bstack_child" "$tmp/libbstack_lib.so" "$tmp/dfiles/"
 	port=$((20000 + $$ % 20000))

@@ -13,23 +13,35 @@ bstack_require_record() {
 		echo "perf bstack test [Skipped: recording needs root or CAP_BPF+CAP_PERFMON]"
 		exit 2
 	fi
-	if perf version --build-options 2>&1 | grep HAVE_BPF_SKEL | grep -q OFF; then
-		echo "perf bstack test [Skipped: perf built without BPF skeletons]"
+	bstack_require_feature bpf_skeletons
+}
+
+# Skip (exit 2) unless perf was built with $1 (perf version --build-options)
+bstack_require_feature() {
+	if ! perf version --build-options 2>&1 | grep -qE "^ *$1: \[ on"; then
+		echo "perf bstack test [Skipped: perf built without $1]"
 		exit 2
 	fi
 }
 
-# Build the workload into $1: bstack_work, bstack_child, the libraries
+# Skip (exit 2) with a reason when a tool the test needs is not installed
+bstack_require_tools() {
+	for t in "$@"; do
+		if ! command -v "$t" > /dev/null; then
+			echo "perf bstack test [Skipped: $t is not installed]"
+			exit 2
+		fi
+	done
+}
+
+# Build the workload into $1 (skips the test without clang): bstack_work, bstack_child, the libraries
 bstack_build_workload() {
 	src=$(bstack_src_dir)
 	if [ -z "$src" ] || [ ! -f "$src/bstack_work.c" ]; then
 		echo "workload sources not found beside $0"
 		return 1
 	fi
-	if ! command -v clang > /dev/null; then
-		echo "clang is needed to build the workload"
-		return 1
-	fi
+	bstack_require_tools clang make
 	make -s -C "$src" OUT="$1"
 }
 
