@@ -34,7 +34,8 @@ bstack_require_tools() {
 	done
 }
 
-# Build the workload into $1 (skips the test without clang): bstack_work, bstack_child, the libraries
+# Build the workload into $1: bstack_work, bstack_child, the libraries
+# (the test is skipped without clang)
 bstack_build_workload() {
 	src=$(bstack_src_dir)
 	if [ -z "$src" ] || [ ! -f "$src/bstack_work.c" ]; then
