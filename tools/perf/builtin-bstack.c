@@ -5,6 +5,8 @@
  * perf bstack: record user stacks as (build-id, file offset) with BPF
  * build-id stack maps, and report them through the build-id cache.
  */
+#define pr_fmt(fmt) "perf bstack: " fmt
+
 #include "builtin.h"
 
 #include <subcmd/parse-options.h>
@@ -44,6 +46,7 @@
 
 /* What 'perf bstack record' hands on to 'perf record' */
 struct bstack_record_args {
+	struct bpf_bstack_opts	opts;	/* as --bstack=CONFIG */
 	bool		system_wide;
 	bool		quiet;
 	bool		no_buildid_cache;
@@ -54,8 +57,6 @@ struct bstack_record_args {
 	const char	*output;
 	const char	*duration;
 };
-
-static struct bstack_record_args rec_args;
 
 static const char * const bstack_record_usage[] = {
 	"perf bstack record [<options>] [<command>]",
@@ -80,21 +81,35 @@ static const char * const bstack_report_usage[] = {
 /* -e and --uprobe may be given many times: a comma-separated list of all */
 static int append_list(const struct option *opt, const char *arg, int unset)
 {
-	const char **list = opt->value;
-	char *joined;
+	char **list = opt->value, *joined;
 
 	if (unset) {
-		*list = NULL;
+		zfree(list);
 		return 0;
 	}
-	if (!*list) {
-		*list = arg;
-		return 0;
-	}
-	if (asprintf(&joined, "%s,%s", *list, arg) < 0)
+	if (!*list)
+		joined = strdup(arg);
+	else if (asprintf(&joined, "%s,%s", *list, arg) < 0)
+		joined = NULL;
+	if (!joined)
 		return -ENOMEM;
-	*list = joined;		/* kept until exit, like the option strings */
+	free(*list);
+	*list = joined;
 	return 0;
+}
+
+/* With -v: the perf command line a subcommand runs, as one message */
+static void print_calling(const char **argv, int argc)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int i;
+
+	if (verbose <= 0)
+		return;
+	for (i = 0; i < argc; i++)
+		strbuf_addf(&sb, " %s", argv[i]);
+	pr_debug("calling: perf%s\n", sb.buf ?: "");
+	strbuf_release(&sb);
 }
 
 static void add_arg(const char **argv, int *argc, const char *opt, const char *val)
@@ -116,64 +131,65 @@ static bool has_target(const struct bstack_record_args *a)
  * The sampling events are our own per-CPU events, so perf record itself
  * only opens the bstack placeholder and a dummy event for tracking.
  */
-static int bstack_record(int argc, const char **argv)
+static int bstack_record(struct bstack_record_args *rec_args, int argc, const char **argv)
 {
+	struct strbuf config = STRBUF_INIT;
 	const char **rec_argv;
 	int i = 0, j, ret;
 
-	if (rec_args.duration && argc) {
-		pr_err("perf bstack record: --duration and a command exclude each other\n");
+	if (rec_args->duration && argc) {
+		pr_err("record: --duration and a command exclude each other\n");
 		return -EINVAL;
 	}
 
 	rec_argv = calloc(argc + 32, sizeof(char *));
-	if (!rec_argv)
+	if (!rec_argv || strbuf_addstr(&config, "--bstack=") ||
+	    bpf_bstack__opts_config(&rec_args->opts, &config)) {
+		free(rec_argv);
+		strbuf_release(&config);
 		return -ENOMEM;
+	}
 
 	rec_argv[i++] = "record";
-	rec_argv[i++] = "--bstack";
+	rec_argv[i++] = config.buf;
 	rec_argv[i++] = "-e";
 	rec_argv[i++] = "dummy";
-	if (bpf_bstack__opts.no_mmap_tracking) {
+	if (rec_args->opts.no_mmap_tracking) {
 		rec_argv[i++] = "--synth=no";
 		rec_argv[i++] = "--no-bpf-event";
 	}
 	/* no target and no command: the whole system, like -a */
-	if (rec_args.system_wide || (!has_target(&rec_args) && !argc))
+	if (rec_args->system_wide || (!has_target(rec_args) && !argc))
 		rec_argv[i++] = "-a";
-	add_arg(rec_argv, &i, "-p", rec_args.pid);
-	add_arg(rec_argv, &i, "-t", rec_args.tid);
-	add_arg(rec_argv, &i, "-C", rec_args.cpu_list);
-	add_arg(rec_argv, &i, "-u", rec_args.uid);
-	add_arg(rec_argv, &i, "-o", rec_args.output);
-	if (rec_args.quiet)
+	add_arg(rec_argv, &i, "-p", rec_args->pid);
+	add_arg(rec_argv, &i, "-t", rec_args->tid);
+	add_arg(rec_argv, &i, "-C", rec_args->cpu_list);
+	add_arg(rec_argv, &i, "-u", rec_args->uid);
+	add_arg(rec_argv, &i, "-o", rec_args->output);
+	if (rec_args->quiet)
 		rec_argv[i++] = "-q";
-	if (rec_args.no_buildid_cache)
+	if (rec_args->no_buildid_cache)
 		rec_argv[i++] = "-N";
-	if (rec_args.duration) {
+	if (rec_args->duration) {
 		rec_argv[i++] = "--";
 		rec_argv[i++] = "sleep";
-		rec_argv[i++] = rec_args.duration;
+		rec_argv[i++] = rec_args->duration;
 	} else if (argc) {
 		rec_argv[i++] = "--";
 		for (j = 0; j < argc; j++)
 			rec_argv[i++] = argv[j];
 	}
 
-	if (verbose > 0) {
-		pr_debug("calling:");
-		for (j = 0; j < i; j++)
-			pr_debug(" %s", rec_argv[j]);
-		pr_debug("\n");
-	}
+	print_calling(rec_argv, i);
 	ret = cmd_record(i, rec_argv);
 	free(rec_argv);
+	strbuf_release(&config);
 	return ret;
 }
 
 static bool force;
 static bool report_folded;
-static const char *report_events;	/* --event: the events to report, NULL: all */
+static char *report_events;	/* --event: the events to report, NULL: all */
 
 struct bstack_script {
 	struct perf_tool	tool;
@@ -181,16 +197,10 @@ struct bstack_script {
 	u64			nr_damaged;
 };
 
-static void print_build_id(const u8 *bid)
-{
-	int i;
-
-	for (i = 0; i < 20; i++)
-		printf("%02x", bid[i]);
-}
-
 static void script_stack(struct bpf_bstack_rec_stack *stack)
 {
+	char sbid[SBUILD_ID_SIZE];
+	struct build_id bid;
 	u32 i;
 
 	bool frames = stack->kind == BPF_BSTACK_STACK_USER ||
@@ -209,9 +219,9 @@ static void script_stack(struct bpf_bstack_rec_stack *stack)
 		}
 
 		if (f->status == BPF_STACK_BUILD_ID_VALID) {
-			printf("  VALID ");
-			print_build_id(f->build_id);
-			printf(" %#" PRIx64 "\n", f->offset);
+			build_id__init(&bid, f->build_id, BUILD_ID_SIZE);
+			build_id__sprintf(&bid, sbid);
+			printf("  VALID %s %#" PRIx64 "\n", sbid, f->offset);
 		} else {
 			printf("  IP %#" PRIx64 "\n", f->offset);
 		}
@@ -295,7 +305,7 @@ static int bstack_script(void)
 	}
 	err = perf_session__process_events(session);
 	if (!err && sc.nr_damaged)
-		pr_warning("bstack: %" PRIu64 " damaged records skipped\n", sc.nr_damaged);
+		pr_warning("%" PRIu64 " damaged records skipped\n", sc.nr_damaged);
 out:
 	perf_session__delete(session);
 	return err;
@@ -314,7 +324,7 @@ static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t si
 	snprintf(tmpl, sizeof(tmpl), "%s/perf-bstack-XXXXXX", dir && *dir ? dir : "/tmp");
 	fd = mkstemp(tmpl);
 	if (fd < 0) {
-		pr_err("perf bstack: cannot create a temporary file in %s: %m\n",
+		pr_err("cannot create a temporary file in %s: %m\n",
 		       dir && *dir ? dir : "/tmp");
 		return -errno;
 	}
@@ -538,7 +548,7 @@ static int parse_folded_options(int argc, const char **argv)
 	memcpy(args + 1, argv, argc * sizeof(char *));
 	left = parse_options(argc + 1, args, folded_options, folded_usage, 0);
 	if (left) {
-		pr_err("perf bstack report --folded: unexpected argument '%s'\n", args[0]);
+		pr_err("report --folded: unexpected argument '%s'\n", args[0]);
 		usage_with_options(folded_usage, folded_options);
 	}
 	free(args);
@@ -585,10 +595,7 @@ static int bstack_report(int argc, const char **argv)
 	rep_argv[i++] = path;
 	for (j = 0; j < argc; j++)
 		rep_argv[i++] = argv[j];
-	pr_debug("calling: perf");
-	for (j = 0; j < i; j++)
-		pr_debug(" %s", rep_argv[j]);
-	pr_debug("\n");
+	print_calling(rep_argv, i);
 	ret = cmd_report(i, rep_argv);
 	free(rep_argv);
 out:
@@ -604,7 +611,7 @@ static int bstack_inject(const char *output)
 	int err;
 
 	if (!output) {
-		pr_err("perf bstack inject: give the output file with -o\n");
+		pr_err("inject: give the output file with -o\n");
 		return -EINVAL;
 	}
 	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, NULL, &sum);
@@ -616,6 +623,7 @@ static int bstack_inject(const char *output)
 
 int cmd_bstack(int argc, const char **argv)
 {
+	struct bstack_record_args rec_args = {};
 	const struct option bstack_options[] = {
 	OPT_INCR('v', "verbose", &verbose, "be more verbose"),
 	OPT_END()
@@ -629,16 +637,16 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_PARENT(input_options)
 	};
 	const struct option record_options[] = {
-	OPT_CALLBACK('e', "event", &bpf_bstack__opts.event, "event",
+	OPT_CALLBACK('e', "event", &rec_args.opts.event, "event",
 		     "event to take stacks at: sampling event, tracepoint or perf probe uprobe (default: cpu-clock)",
 		     append_list),
-	OPT_CALLBACK(0, "uprobe", &bpf_bstack__opts.uprobes, "binary:function",
+	OPT_CALLBACK(0, "uprobe", &rec_args.opts.uprobes, "binary:function",
 		     "take stacks at each call of a function", append_list),
-	OPT_BOOLEAN(0, "off-cpu", &bpf_bstack__opts.off_cpu,
+	OPT_BOOLEAN(0, "off-cpu", &rec_args.opts.off_cpu,
 		    "also take the stacks tasks block in, weighted by the time blocked"),
-	OPT_U64('F', "freq", &bpf_bstack__opts.freq,
+	OPT_U64('F', "freq", &rec_args.opts.freq,
 		"sampling frequency in Hz (default: 99)"),
-	OPT_U64('c', "count", &bpf_bstack__opts.period,
+	OPT_U64('c', "count", &rec_args.opts.period,
 		"sample once every this many events (instead of -F)"),
 	OPT_BOOLEAN('a', "all-cpus", &rec_args.system_wide,
 		    "system-wide collection from all CPUs (the default without a target)"),
@@ -654,21 +662,21 @@ int cmd_bstack(int argc, const char **argv)
 		   "output file name (default: perf.data)"),
 	OPT_STRING('d', "duration", &rec_args.duration, "seconds",
 		   "record the system for this long, instead of a command"),
-	OPT_INTEGER(0, "max-stack", &bpf_bstack__opts.max_stack,
+	OPT_INTEGER(0, "max-stack", &rec_args.opts.max_stack,
 		    "frames per stack (default: 127, capped by kernel.perf_event_max_stack)"),
-	OPT_INTEGER(0, "map-entries", &bpf_bstack__opts.map_entries,
+	OPT_INTEGER(0, "map-entries", &rec_args.opts.map_entries,
 		    "unique stacks of each kind the BPF maps hold (default: 16384)"),
-	OPT_INTEGER(0, "count-entries", &bpf_bstack__opts.count_entries,
+	OPT_INTEGER(0, "count-entries", &rec_args.opts.count_entries,
 		    "unique {task, stack} counts held between drains (default: 65536)"),
-	OPT_BOOLEAN(0, "user-stack-only", &bpf_bstack__opts.user_only,
+	OPT_BOOLEAN(0, "user-stack-only", &rec_args.opts.user_only,
 		    "take user stacks only"),
-	OPT_BOOLEAN(0, "kernel-stack-only", &bpf_bstack__opts.kernel_only,
+	OPT_BOOLEAN(0, "kernel-stack-only", &rec_args.opts.kernel_only,
 		    "take kernel stacks only"),
-	OPT_UINTEGER(0, "interval", &bpf_bstack__opts.interval_ms,
+	OPT_UINTEGER(0, "interval", &rec_args.opts.interval_ms,
 		     "drain the BPF maps into perf.data every this many ms"),
-	OPT_BOOLEAN(0, "no-mmap-tracking", &bpf_bstack__opts.no_mmap_tracking,
+	OPT_BOOLEAN(0, "no-mmap-tracking", &rec_args.opts.no_mmap_tracking,
 		    "record no mmap/comm/task events: learn paths from live processes"),
-	OPT_BOOLEAN_FLAG(0, "ip-stacks", &bpf_bstack__opts.ip_stacks,
+	OPT_BOOLEAN_FLAG(0, "ip-stacks", &rec_args.opts.ip_stacks,
 			 "user stacks as raw IPs, no build-ids: the cost floor for benchmarks",
 			 PARSE_OPT_HIDDEN),
 	OPT_BOOLEAN('N', "no-buildid-cache", &rec_args.no_buildid_cache,
@@ -693,6 +701,7 @@ int cmd_bstack(int argc, const char **argv)
 	const char *bstack_usage[2] = { NULL, NULL };
 	int ret;
 
+	bpf_bstack__opts_init(&rec_args.opts);
 	argc = parse_options_subcommand(argc, argv, bstack_options,
 					bstack_subcommands, bstack_usage,
 					PARSE_OPT_STOP_AT_NON_OPTION);
@@ -703,7 +712,7 @@ int cmd_bstack(int argc, const char **argv)
 		argc = parse_options(argc, argv, record_options,
 				     bstack_record_usage,
 				     PARSE_OPT_STOP_AT_NON_OPTION);
-		ret = bstack_record(argc, argv);
+		ret = bstack_record(&rec_args, argc, argv);
 	} else if (strlen(argv[0]) > 2 && strstarts("script", argv[0])) {
 		argc = parse_options(argc, argv, script_options, bstack_script_usage, 0);
 		if (argc)
@@ -725,5 +734,7 @@ int cmd_bstack(int argc, const char **argv)
 
 	/* free usage string allocated by parse_options_subcommand */
 	free((void *)bstack_usage[0]);
+	bpf_bstack__opts_exit(&rec_args.opts);
+	zfree(&report_events);
 	return ret;
 }

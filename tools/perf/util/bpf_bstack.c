@@ -3,6 +3,8 @@
  * perf record --bstack: sample stacks as (build-id, file offset) with BPF
  * and drain them into perf.data, in the way --off-cpu does.
  */
+#define pr_fmt(fmt) "perf bstack: " fmt
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -58,11 +60,6 @@
 			     PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |	\
 			     PERF_SAMPLE_RAW)
 
-static struct bstack_bpf *skel;
-static struct evlist *sampling;		/* our events, not in perf.data */
-static struct bpf_link **links;
-static int nr_links, max_links;
-
 /*
  * The events stacks are taken at, in the order of their index: the BPF
  * attach cookie, the event of each count, and of the EVENT records that
@@ -76,18 +73,6 @@ struct bstack_source {
 	char		*function;
 };
 
-static struct bstack_source events[BPF_BSTACK_MAX_EVENTS];
-static int nr_events;
-static bool events_written;
-static int timer_fd = -1;
-static bool drained_final;
-
-/* user space state across drains */
-static struct hashmap *written;		/* stack id -> drain that last named it */
-static struct hashmap *known_bids;	/* build-ids with a DSO (no tracking mode) */
-static struct bpf_bstack_stats last_stats;
-static u64 nr_user_stacks, nr_kern_stacks, nr_missing_stacks, nr_aged_out;
-
 /*
  * A written stack id is remembered for BSTACK_WRITTEN_AGE drains after a
  * count last named it.  One that comes back later is written again (report
@@ -96,9 +81,30 @@ static u64 nr_user_stacks, nr_kern_stacks, nr_missing_stacks, nr_aged_out;
  * processes are all new.
  */
 #define BSTACK_WRITTEN_AGE	16
-static unsigned long drain_gen;
-/* a command given to record, not the 'sleep' of -d beside -p or -t */
-static bool profile_workload;
+
+/* One perf record --bstack, from bpf_bstack__prepare() to bpf_bstack__finish() */
+struct bpf_bstack {
+	struct bpf_bstack_opts	opts;
+	struct bstack_bpf	*skel;
+	struct evlist		*sampling;	/* our events, not in perf.data */
+	struct bpf_link		**links;
+	int			nr_links, max_links;
+	struct bstack_source	events[BPF_BSTACK_MAX_EVENTS];
+	int			nr_events;
+	bool			events_written;
+	bool			drained_final;
+	/* a command given to record, not the 'sleep' of -d beside -p or -t */
+	bool			profile_workload;
+	int			timer_fd;	/* --interval */
+	/* user space state across drains */
+	struct hashmap		*written;	/* stack id -> drain that last named it */
+	struct hashmap		*known_bids;	/* build-ids with a DSO (no tracking mode) */
+	unsigned long		drain_gen;
+	struct bpf_bstack_stats	last_stats;
+	u64			nr_user_stacks, nr_kern_stacks;
+	u64			nr_missing_stacks, nr_aged_out;
+	struct bpf_bstack_marks	marks;		/* the DSOs of the stacks, for perf.data */
+};
 
 union bstack_event {
 	struct perf_event_header hdr;
@@ -124,7 +130,7 @@ static int check_privileges(void)
 
 	sysctl__read_int("kernel/perf_event_paranoid", &paranoid);
 	sysctl__read_int("kernel/unprivileged_bpf_disabled", &unpriv_bpf);
-	pr_err("perf bstack needs root, or CAP_BPF and CAP_PERFMON, to load its BPF program (kernel.unprivileged_bpf_disabled=%d, kernel.perf_event_paranoid=%d)\n",
+	pr_err("root, or CAP_BPF and CAP_PERFMON, is needed to load the BPF program (kernel.unprivileged_bpf_disabled=%d, kernel.perf_event_paranoid=%d)\n",
 	       unpriv_bpf, paranoid);
 	return -EPERM;
 }
@@ -156,53 +162,37 @@ static int add_bstack_evsel(struct evlist *evlist)
 	return 0;
 }
 
-static struct bstack_source *add_event(u32 kind, const char *name)
+static struct bstack_source *add_event(struct bpf_bstack *b, u32 kind, const char *name)
 {
 	struct bstack_source *ev;
 
-	if (nr_events == BPF_BSTACK_MAX_EVENTS) {
-		pr_err("perf bstack: at most %d events at once\n", BPF_BSTACK_MAX_EVENTS);
+	if (b->nr_events == BPF_BSTACK_MAX_EVENTS) {
+		pr_err("at most %d events at once\n", BPF_BSTACK_MAX_EVENTS);
 		return NULL;
 	}
-	ev = &events[nr_events++];
+	ev = &b->events[b->nr_events++];
 	ev->kind = kind;
 	snprintf(ev->name, sizeof(ev->name), "%s", name);
 	return ev;
 }
 
-/* Is the tracepoint SYS:NAME a uprobe (or kprobe) event, as perf probe makes them? */
-static bool is_probe_event(const char *sys, const char *name)
+/* An event of perf probe (a uprobe or kprobe) has the probed address as a field */
+static bool is_probe_event(struct evsel *evsel)
 {
-	static const char * const files[] = { "uprobe_events", "kprobe_events" };
-	char want[256], line[BUFSIZ];
-	size_t i;
-	bool found = false;
-
-	snprintf(want, sizeof(want), "%s/%s ", sys, name);
-	for (i = 0; i < ARRAY_SIZE(files) && !found; i++) {
-		char *path = get_tracing_file(files[i]);
-		FILE *fp = path ? fopen(path, "r") : NULL;
-
-		/* lines like "p:probe_ls/main /usr/bin/ls:0x4b80" */
-		while (fp && !found && fgets(line, sizeof(line), fp))
-			found = strlen(line) > 2 && !strncmp(line + 2, want, strlen(want));
-		if (fp)
-			fclose(fp);
-		put_tracing_file(path);
-	}
-	return found;
+#ifdef HAVE_LIBTRACEEVENT
+	return evsel__field(evsel, "__probe_ip") != NULL;
+#else
+	return false;
+#endif
 }
 
-static int add_tracepoint(struct evsel *evsel)
+static int add_tracepoint(struct bpf_bstack *b, struct evsel *evsel)
 {
 	struct perf_event_attr *attr = &evsel->core.attr;
-	const char *full = evsel__name(evsel), *colon = strchr(full, ':');
-	char sys[128];
 	struct bstack_source *ev;
 
-	snprintf(sys, sizeof(sys), "%.*s", colon ? (int)(colon - full) : 0, full);
-	ev = add_event(colon && is_probe_event(sys, colon + 1) ? BPF_BSTACK_EVENT_UPROBE :
-		       BPF_BSTACK_EVENT_TRACEPOINT, full);
+	ev = add_event(b, is_probe_event(evsel) ? BPF_BSTACK_EVENT_UPROBE :
+		       BPF_BSTACK_EVENT_TRACEPOINT, evsel__name(evsel));
 	if (!ev)
 		return -E2BIG;
 	ev->evsel = evsel;
@@ -215,11 +205,11 @@ static int add_tracepoint(struct evsel *evsel)
 	return 0;
 }
 
-static int add_sampling_event(struct evsel *evsel)
+static int add_sampling_event(struct bpf_bstack *b, struct evsel *evsel)
 {
-	struct bpf_bstack_opts *o = &bpf_bstack__opts;
+	struct bpf_bstack_opts *o = &b->opts;
 	struct perf_event_attr *attr = &evsel->core.attr;
-	struct bstack_source *ev = add_event(BPF_BSTACK_EVENT_SAMPLE, evsel__name(evsel));
+	struct bstack_source *ev = add_event(b, BPF_BSTACK_EVENT_SAMPLE, evsel__name(evsel));
 
 	if (!ev)
 		return -E2BIG;
@@ -238,7 +228,7 @@ static int add_sampling_event(struct evsel *evsel)
 }
 
 /* --uprobe BINARY:FUNCTION[,...] */
-static int add_uprobes(const char *list)
+static int add_uprobes(struct bpf_bstack *b, const char *list)
 {
 	struct strlist *slist = strlist__new(list, NULL);
 	struct str_node *pos;
@@ -252,7 +242,7 @@ static int add_uprobes(const char *list)
 		char name[BPF_BSTACK_EVENT_NAME_LEN];
 
 		if (!colon || colon == pos->s || !colon[1]) {
-			pr_err("perf bstack: --uprobe '%s': give it as BINARY:FUNCTION\n", pos->s);
+			pr_err("--uprobe '%s': give it as BINARY:FUNCTION\n", pos->s);
 			err = -EINVAL;
 			break;
 		}
@@ -260,7 +250,7 @@ static int add_uprobes(const char *list)
 		base = base ? base + 1 : pos->s;
 		/* named like the events of perf probe: the binary's base name */
 		snprintf(name, sizeof(name), "uprobe:%s", base);
-		ev = add_event(BPF_BSTACK_EVENT_UPROBE, name);
+		ev = add_event(b, BPF_BSTACK_EVENT_UPROBE, name);
 		if (!ev) {
 			err = -E2BIG;
 			break;
@@ -277,64 +267,64 @@ static int add_uprobes(const char *list)
 }
 
 /* -e (sampling events, tracepoints, perf probe uprobes), --uprobe and --off-cpu */
-static int parse_bstack_events(void)
+static int parse_bstack_events(struct bpf_bstack *b)
 {
-	struct bpf_bstack_opts *o = &bpf_bstack__opts;
+	struct bpf_bstack_opts *o = &b->opts;
 	struct parse_events_error perr;
 	const char *list = o->event;
 	struct evsel *evsel;
 	int err;
 
-	sampling = evlist__new();
-	if (!sampling)
+	b->sampling = evlist__new();
+	if (!b->sampling)
 		return -ENOMEM;
 	/* cpu-clock unless other events are given, and beside --off-cpu as perf record does */
 	if (!list && !o->uprobes)
 		list = "cpu-clock";
 	if (list) {
 		parse_events_error__init(&perr);
-		err = parse_events(sampling, list, &perr);
+		err = parse_events(b->sampling, list, &perr);
 		if (err) {
 			parse_events_error__print(&perr, list);
-			pr_err("perf bstack: cannot use event '%s'\n", list);
+			pr_err("cannot use event '%s'\n", list);
 		}
 		parse_events_error__exit(&perr);
 		if (err)
 			return -EINVAL;
 	}
 
-	evlist__for_each_entry(sampling, evsel) {
+	evlist__for_each_entry(b->sampling, evsel) {
 		if (evsel->core.attr.type == PERF_TYPE_TRACEPOINT)
-			err = add_tracepoint(evsel);
+			err = add_tracepoint(b, evsel);
 		else
-			err = add_sampling_event(evsel);
+			err = add_sampling_event(b, evsel);
 		if (err)
 			return err;
 	}
 	if (o->uprobes) {
-		err = add_uprobes(o->uprobes);
+		err = add_uprobes(b, o->uprobes);
 		if (err)
 			return err;
 	}
-	if (o->off_cpu && !add_event(BPF_BSTACK_EVENT_OFFCPU, BPF_BSTACK_OFFCPU_EVENT))
+	if (o->off_cpu && !add_event(b, BPF_BSTACK_EVENT_OFFCPU, BPF_BSTACK_OFFCPU_EVENT))
 		return -E2BIG;
 	return 0;
 }
 
-static int add_link(struct bpf_link *link)
+static int add_link(struct bpf_bstack *b, struct bpf_link *link)
 {
-	if (nr_links == max_links) {
-		int n = max_links ? max_links * 2 : 16;
-		void *p = realloc(links, n * sizeof(*links));
+	if (b->nr_links == b->max_links) {
+		int n = b->max_links ? b->max_links * 2 : 16;
+		void *p = realloc(b->links, n * sizeof(*b->links));
 
 		if (!p) {
 			bpf_link__destroy(link);
 			return -ENOMEM;
 		}
-		links = p;
-		max_links = n;
+		b->links = p;
+		b->max_links = n;
 	}
-	links[nr_links++] = link;
+	b->links[b->nr_links++] = link;
 	return 0;
 }
 
@@ -343,14 +333,14 @@ static int link_error(struct bpf_link *link)
 	return link ? PTR_ERR(link) : (errno ? -errno : -EINVAL);
 }
 
-static int attach_perf_event(struct bpf_program *prog, int fd, int idx)
+static int attach_perf_event(struct bpf_bstack *b, struct bpf_program *prog, int fd, int idx)
 {
 	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = idx);
 	struct bpf_link *link = bpf_program__attach_perf_event_opts(prog, fd, &opts);
 
 	if (IS_ERR_OR_NULL(link))
 		return link_error(link);
-	return add_link(link);
+	return add_link(b, link);
 }
 
 static int open_evsel(struct bstack_source *ev, struct perf_cpu_map *cpus,
@@ -361,14 +351,14 @@ static int open_evsel(struct bstack_source *ev, struct perf_cpu_map *cpus,
 
 	if (err) {
 		evsel__open_strerror(ev->evsel, target, -err, msg, sizeof(msg));
-		pr_err("perf bstack: cannot open '%s': %s\n", ev->name, msg);
+		pr_err("cannot open '%s': %s\n", ev->name, msg);
 	}
 	return err;
 }
 
 /* A sampling event: one perf event per CPU, each running the program */
-static int open_sampling_event(struct bstack_source *ev, int idx, struct perf_cpu_map *cpus,
-			       struct target *target)
+static int open_sampling_event(struct bpf_bstack *b, struct bstack_source *ev, int idx,
+			       struct perf_cpu_map *cpus, struct target *target)
 {
 	struct perf_cpu cpu;
 	int i, err;
@@ -377,9 +367,9 @@ static int open_sampling_event(struct bstack_source *ev, int idx, struct perf_cp
 	if (err)
 		return err;
 	perf_cpu_map__for_each_cpu(cpu, i, cpus) {
-		err = attach_perf_event(skel->progs.on_sample, FD(ev->evsel, i), idx);
+		err = attach_perf_event(b, b->skel->progs.on_sample, FD(ev->evsel, i), idx);
 		if (err) {
-			pr_err("perf bstack: cannot attach to '%s' on CPU %d: %s\n",
+			pr_err("cannot attach to '%s' on CPU %d: %s\n",
 			       ev->name, cpu.cpu, strerror(-err));
 			return err;
 		}
@@ -392,11 +382,11 @@ static int open_sampling_event(struct bstack_source *ev, int idx, struct perf_cp
  * one event, on the first CPU, is enough (and more would count each hit
  * more than once).
  */
-static int open_tracepoint(struct bstack_source *ev, int idx, struct perf_cpu_map *cpus,
-			   struct target *target)
+static int open_tracepoint(struct bpf_bstack *b, struct bstack_source *ev, int idx,
+			   struct perf_cpu_map *cpus, struct target *target)
 {
 	struct bpf_program *prog = ev->kind == BPF_BSTACK_EVENT_UPROBE ?
-				   skel->progs.on_uprobe : skel->progs.on_tracepoint;
+				   b->skel->progs.on_uprobe : b->skel->progs.on_tracepoint;
 	struct perf_cpu_map *one;
 	char cpu[16];
 	int err;
@@ -409,39 +399,39 @@ static int open_tracepoint(struct bstack_source *ev, int idx, struct perf_cpu_ma
 	perf_cpu_map__put(one);
 	if (err)
 		return err;
-	err = attach_perf_event(prog, FD(ev->evsel, 0), idx);
+	err = attach_perf_event(b, prog, FD(ev->evsel, 0), idx);
 	if (err)
-		pr_err("perf bstack: cannot attach to '%s': %s\n", ev->name, strerror(-err));
+		pr_err("cannot attach to '%s': %s\n", ev->name, strerror(-err));
 	return err;
 }
 
-static int attach_uprobe(struct bstack_source *ev, int idx)
+static int attach_uprobe(struct bpf_bstack *b, struct bstack_source *ev, int idx)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = ev->function, .bpf_cookie = idx);
 	struct bpf_link *link;
 	int err;
 
 	if (access(ev->binary, R_OK)) {
-		pr_err("perf bstack: --uprobe %s:%s: cannot read %s: %m\n",
+		pr_err("--uprobe %s:%s: cannot read %s: %m\n",
 		       ev->binary, ev->function, ev->binary);
 		return -errno;
 	}
 	errno = 0;
-	link = bpf_program__attach_uprobe_opts(skel->progs.on_uprobe, -1, ev->binary, 0, &opts);
+	link = bpf_program__attach_uprobe_opts(b->skel->progs.on_uprobe, -1, ev->binary, 0, &opts);
 	if (IS_ERR_OR_NULL(link)) {
 		err = link_error(link);
 		if (err == -ENOENT || err == -ESRCH)
-			pr_err("perf bstack: --uprobe %s:%s: no function '%s' in %s\n",
+			pr_err("--uprobe %s:%s: no function '%s' in %s\n",
 			       ev->binary, ev->function, ev->function, ev->binary);
 		else
-			pr_err("perf bstack: --uprobe %s:%s: cannot attach: %s\n",
+			pr_err("--uprobe %s:%s: cannot attach: %s\n",
 			       ev->binary, ev->function, strerror(-err));
 		return err;
 	}
-	return add_link(link);
+	return add_link(b, link);
 }
 
-static int open_bstack_events(struct target *target)
+static int open_bstack_events(struct bpf_bstack *b, struct target *target)
 {
 	struct perf_cpu_map *cpus;
 	int i, err = 0;
@@ -449,18 +439,18 @@ static int open_bstack_events(struct target *target)
 	cpus = target->cpu_list ? perf_cpu_map__new(target->cpu_list) :
 				  perf_cpu_map__new_online_cpus();
 	if (!cpus) {
-		pr_err("perf bstack: invalid cpu list '%s'\n", target->cpu_list);
+		pr_err("invalid cpu list '%s'\n", target->cpu_list);
 		return -EINVAL;
 	}
-	for (i = 0; i < nr_events && !err; i++) {
-		struct bstack_source *ev = &events[i];
+	for (i = 0; i < b->nr_events && !err; i++) {
+		struct bstack_source *ev = &b->events[i];
 
 		if (ev->kind == BPF_BSTACK_EVENT_SAMPLE)
-			err = open_sampling_event(ev, i, cpus, target);
+			err = open_sampling_event(b, ev, i, cpus, target);
 		else if (ev->evsel)
-			err = open_tracepoint(ev, i, cpus, target);
+			err = open_tracepoint(b, ev, i, cpus, target);
 		else if (ev->kind == BPF_BSTACK_EVENT_UPROBE)
-			err = attach_uprobe(ev, i);
+			err = attach_uprobe(b, ev, i);
 	}
 	perf_cpu_map__put(cpus);
 	return err;
@@ -478,27 +468,27 @@ static size_t ip_stack_size(u32 max)
 	return offsetof(struct bpf_bstack_kern_stack, ip) + max * sizeof(u64);
 }
 
-static int set_max_stack(void)
+static int set_max_stack(struct bpf_bstack *b)
 {
 	int sysctl_max = PERF_MAX_STACK_DEPTH;
-	int max = bpf_bstack__opts.max_stack;
+	int max = b->opts.max_stack;
 
 	sysctl__read_int("kernel/perf_event_max_stack", &sysctl_max);
 	if (max <= 0 || max > BPF_BSTACK_MAX_STACK) {
-		pr_err("perf bstack: --max-stack must be between 1 and %d\n",
+		pr_err("--max-stack must be between 1 and %d\n",
 		       BPF_BSTACK_MAX_STACK);
 		return -EINVAL;
 	}
 	if (max > sysctl_max) {
-		pr_debug("bstack: --max-stack capped to kernel.perf_event_max_stack=%d\n",
+		pr_debug("--max-stack capped to kernel.perf_event_max_stack=%d\n",
 			 sysctl_max);
 		max = sysctl_max;
 	}
-	skel->data->max_frames = max;
-	bpf_map__set_value_size(skel->maps.bstack_user_stacks, bid_stack_size(max));
-	bpf_map__set_value_size(skel->maps.bstack_kern_stacks, ip_stack_size(max));
-	bpf_map__set_value_size(skel->maps.bstack_kern_bid_stacks, bid_stack_size(max));
-	bpf_map__set_value_size(skel->maps.bstack_user_ip_stacks, ip_stack_size(max));
+	b->skel->rodata->max_frames = max;
+	bpf_map__set_value_size(b->skel->maps.bstack_user_stacks, bid_stack_size(max));
+	bpf_map__set_value_size(b->skel->maps.bstack_kern_stacks, ip_stack_size(max));
+	bpf_map__set_value_size(b->skel->maps.bstack_kern_bid_stacks, bid_stack_size(max));
+	bpf_map__set_value_size(b->skel->maps.bstack_user_ip_stacks, ip_stack_size(max));
 	return 0;
 }
 
@@ -514,10 +504,10 @@ static int count_pids(const char *list)
 	return n;
 }
 
-static int add_to_task_filter(const char *list)
+static int add_to_task_filter(struct bpf_bstack *b, const char *list)
 {
 	struct strlist *slist = strlist__new(list, NULL);
-	int fd = bpf_map__fd(skel->maps.bstack_task_filter);
+	int fd = bpf_map__fd(b->skel->maps.bstack_task_filter);
 	struct str_node *pos;
 	u8 val = 1;
 
@@ -528,7 +518,7 @@ static int add_to_task_filter(const char *list)
 		u32 id = strtoul(pos->s, &end, 10);
 
 		if (*end != '\0' || bpf_map_update_elem(fd, &id, &val, BPF_ANY)) {
-			pr_err("perf bstack: cannot filter on '%s'\n", pos->s);
+			pr_err("cannot filter on '%s'\n", pos->s);
 			strlist__delete(slist);
 			return -EINVAL;
 		}
@@ -538,103 +528,103 @@ static int add_to_task_filter(const char *list)
 }
 
 /* -p and a forked workload follow the process tree; -t selects threads */
-static int config_task_filter(struct target *target)
+static int config_task_filter(struct bpf_bstack *b, struct target *target)
 {
 	int n = 4096;
 
 	if (target->pid) {
 		n = max(n, count_pids(target->pid) * 4);
-		skel->bss->uses_tgid = 1;
+		b->skel->rodata->uses_tgid = 1;
 	} else if (target->tid) {
 		n = max(n, count_pids(target->tid));
 	} else if (target__none(target)) {
-		skel->bss->uses_tgid = 1;	/* the workload, added at start */
-		profile_workload = true;
+		b->skel->rodata->uses_tgid = 1;	/* the workload, added at start */
+		b->profile_workload = true;
 	} else {
 		return 0;
 	}
-	skel->bss->has_task = 1;
-	bpf_map__set_max_entries(skel->maps.bstack_task_filter, n);
+	b->skel->rodata->has_task = 1;
+	bpf_map__set_max_entries(b->skel->maps.bstack_task_filter, n);
 	return 0;
 }
 
-static int config_skel(struct target *target)
+static int config_skel(struct bpf_bstack *b, struct target *target)
 {
-	struct bpf_bstack_opts *o = &bpf_bstack__opts;
+	struct bpf_bstack_opts *o = &b->opts;
 	int i, err;
 
 	if (o->user_only && o->kernel_only) {
-		pr_err("perf bstack: --user-stack-only and --kernel-stack-only exclude each other\n");
+		pr_err("--user-stack-only and --kernel-stack-only exclude each other\n");
 		return -EINVAL;
 	}
 	if (o->map_entries <= 0 || o->count_entries <= 0) {
-		pr_err("perf bstack: map sizes must be positive\n");
+		pr_err("map sizes must be positive\n");
 		return -EINVAL;
 	}
-	err = set_max_stack();
+	err = set_max_stack(b);
 	if (err)
 		return err;
 
-	for (i = 0; i < nr_events; i++)
-		if (events[i].kind == BPF_BSTACK_EVENT_OFFCPU)
-			skel->bss->offcpu_event = i;
+	for (i = 0; i < b->nr_events; i++)
+		if (b->events[i].kind == BPF_BSTACK_EVENT_OFFCPU)
+			b->skel->rodata->offcpu_event = i;
 	/* sched_switch runs for every task switch: only when asked for */
-	bpf_program__set_autoload(skel->progs.on_switch, o->off_cpu);
+	bpf_program__set_autoload(b->skel->progs.on_switch, o->off_cpu);
 
-	skel->data->user_stack = !o->kernel_only;
-	skel->data->user_build_id = !o->ip_stacks;
+	b->skel->rodata->user_stack = !o->kernel_only;
+	b->skel->rodata->user_build_id = !o->ip_stacks;
 	/* kernel frames as build-id + offset where the kernel can: it says at once */
-	skel->data->kern_build_id = !o->ip_stacks;
-	skel->data->kern_stack = !o->user_only;
-	bpf_map__set_max_entries(skel->maps.bstack_user_stacks, o->map_entries);
-	bpf_map__set_max_entries(skel->maps.bstack_kern_stacks, o->map_entries);
-	bpf_map__set_max_entries(skel->maps.bstack_kern_bid_stacks, o->map_entries);
-	bpf_map__set_max_entries(skel->maps.bstack_user_ip_stacks, o->map_entries);
-	bpf_map__set_max_entries(skel->maps.bstack_counts0, o->count_entries);
-	bpf_map__set_max_entries(skel->maps.bstack_counts1, o->count_entries);
+	b->skel->rodata->kern_build_id = !o->ip_stacks;
+	b->skel->rodata->kern_stack = !o->user_only;
+	bpf_map__set_max_entries(b->skel->maps.bstack_user_stacks, o->map_entries);
+	bpf_map__set_max_entries(b->skel->maps.bstack_kern_stacks, o->map_entries);
+	bpf_map__set_max_entries(b->skel->maps.bstack_kern_bid_stacks, o->map_entries);
+	bpf_map__set_max_entries(b->skel->maps.bstack_user_ip_stacks, o->map_entries);
+	bpf_map__set_max_entries(b->skel->maps.bstack_counts0, o->count_entries);
+	bpf_map__set_max_entries(b->skel->maps.bstack_counts1, o->count_entries);
 
 	if (target->uid != UINT_MAX) {
-		skel->bss->has_uid = 1;
-		skel->bss->filter_uid = target->uid;
+		b->skel->rodata->has_uid = 1;
+		b->skel->rodata->filter_uid = target->uid;
 	}
-	return config_task_filter(target);
+	return config_task_filter(b, target);
 }
 
-static int load_skel(struct target *target)
+static int load_skel(struct bpf_bstack *b, struct target *target)
 {
 	int err;
 
-	skel = bstack_bpf__open();
-	if (!skel) {
-		pr_err("perf bstack: failed to open the BPF skeleton\n");
+	b->skel = bstack_bpf__open();
+	if (!b->skel) {
+		pr_err("failed to open the BPF skeleton\n");
 		return -EINVAL;
 	}
-	err = config_skel(target);
+	err = config_skel(b, target);
 	if (err)
 		return err;
 
 	set_max_rlimit();
-	err = bstack_bpf__load(skel);
+	err = bstack_bpf__load(b->skel);
 	if (err) {
-		pr_err("perf bstack: failed to load the BPF program: %s\n", strerror(-err));
+		pr_err("failed to load the BPF program: %s\n", strerror(-err));
 		return err;
 	}
 	if (target->pid)
-		err = add_to_task_filter(target->pid);
+		err = add_to_task_filter(b, target->pid);
 	else if (target->tid)
-		err = add_to_task_filter(target->tid);
+		err = add_to_task_filter(b, target->tid);
 	if (err)
 		return err;
 
-	err = bstack_bpf__attach(skel);
+	err = bstack_bpf__attach(b->skel);
 	if (err)
-		pr_err("perf bstack: failed to attach the BPF programs: %s\n", strerror(-err));
+		pr_err("failed to attach the BPF programs: %s\n", strerror(-err));
 	return err;
 }
 
-static int setup_interval(struct evlist *evlist)
+static int setup_interval(struct bpf_bstack *b, struct evlist *evlist)
 {
-	unsigned int ms = bpf_bstack__opts.interval_ms;
+	unsigned int ms = b->opts.interval_ms;
 	struct itimerspec its = {
 		.it_interval = { ms / 1000, (ms % 1000) * 1000000L },
 		.it_value    = { ms / 1000, (ms % 1000) * 1000000L },
@@ -642,132 +632,124 @@ static int setup_interval(struct evlist *evlist)
 
 	if (!ms)
 		return 0;
-	timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (timer_fd < 0 || timerfd_settime(timer_fd, 0, &its, NULL) < 0) {
-		pr_err("perf bstack: cannot create the interval timer: %m\n");
+	b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (b->timer_fd < 0 || timerfd_settime(b->timer_fd, 0, &its, NULL) < 0) {
+		pr_err("cannot create the interval timer: %m\n");
 		return -errno;
 	}
 	/* wakes perf record's poll loop, which then calls bpf_bstack__drain_due() */
-	if (evlist__add_wakeup_eventfd(evlist, timer_fd) < 0) {
-		pr_err("perf bstack: cannot poll the interval timer\n");
+	if (evlist__add_wakeup_eventfd(evlist, b->timer_fd) < 0) {
+		pr_err("cannot poll the interval timer\n");
 		return -EINVAL;
 	}
 	return 0;
 }
 
-static void bstack_cleanup(void)
+void bpf_bstack__delete(struct bpf_bstack *b)
 {
 	int i;
 
-	for (i = 0; i < nr_links; i++)
-		bpf_link__destroy(links[i]);
-	zfree(&links);
-	nr_links = max_links = 0;
-	for (i = 0; i < nr_events; i++) {
-		zfree(&events[i].binary);
-		zfree(&events[i].function);
+	if (IS_ERR_OR_NULL(b))
+		return;
+	for (i = 0; i < b->nr_links; i++)
+		bpf_link__destroy(b->links[i]);
+	free(b->links);
+	for (i = 0; i < b->nr_events; i++) {
+		free(b->events[i].binary);
+		free(b->events[i].function);
 	}
-	nr_events = 0;
-	events_written = false;
-	profile_workload = false;
-	if (sampling) {
-		evlist__close(sampling);
-		evlist__delete(sampling);
-		sampling = NULL;
+	if (b->sampling) {
+		evlist__close(b->sampling);
+		evlist__delete(b->sampling);
 	}
-	bstack_bpf__destroy(skel);
-	skel = NULL;
-	if (timer_fd >= 0)
-		close(timer_fd);
-	timer_fd = -1;
-	hashmap__free(written);
-	written = NULL;
-	hashmap__free(known_bids);
-	known_bids = NULL;
+	bstack_bpf__destroy(b->skel);
+	if (b->timer_fd >= 0)
+		close(b->timer_fd);
+	hashmap__free(b->written);
+	hashmap__free(b->known_bids);
+	bpf_bstack__marks_exit(&b->marks);
+	bpf_bstack__opts_exit(&b->opts);
+	free(b);
 }
 
-int bpf_bstack__prepare(struct evlist *evlist, struct target *target,
-			struct record_opts *opts)
+static struct bpf_bstack *bpf_bstack__new(const struct bpf_bstack_opts *opts)
 {
+	struct bpf_bstack *b = zalloc(sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->timer_fd = -1;
+	b->written = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	b->known_bids = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	if (IS_ERR(b->written) || IS_ERR(b->known_bids) ||
+	    bpf_bstack__opts_copy(&b->opts, opts) || bpf_bstack__marks_init(&b->marks)) {
+		if (IS_ERR(b->written))
+			b->written = NULL;
+		if (IS_ERR(b->known_bids))
+			b->known_bids = NULL;
+		bpf_bstack__delete(b);
+		return NULL;
+	}
+	return b;
+}
+
+/*
+ * Load and attach the BPF program for the events of opts, and add the
+ * bstack event, whose samples will carry the drained records, to evlist.
+ */
+struct bpf_bstack *bpf_bstack__prepare(struct evlist *evlist, struct target *target,
+				       const struct bpf_bstack_opts *opts)
+{
+	struct bpf_bstack *b;
 	int err;
 
 	err = check_privileges();
 	if (err)
-		return err;
+		return ERR_PTR(err);
+
+	b = bpf_bstack__new(opts);
+	if (!b)
+		return ERR_PTR(-ENOMEM);
 
 	err = add_bstack_evsel(evlist);
-	if (err)
-		return err;
-
-	/* sample times come from bpf_ktime_get_ns(): keep perf's on the same clock */
-	if (!opts->use_clockid) {
-		opts->use_clockid = true;
-		opts->clockid = CLOCK_MONOTONIC;
-	} else if (opts->clockid != CLOCK_MONOTONIC) {
-		pr_warning("perf bstack: bstack samples are timed with CLOCK_MONOTONIC\n");
-	}
-
-	if (bpf_bstack__opts.no_mmap_tracking) {
-		struct evsel *evsel;
-
-		evlist__for_each_entry(evlist, evsel)
-			evsel->tracking = false;
-	} else {
-		/* MMAP2 records carry build-ids: no need to read them back from the files */
-		opts->build_id = true;
-		symbol_conf.buildid_mmap2 = true;
-	}
-
-	written = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
-	known_bids = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
-	if (IS_ERR(written) || IS_ERR(known_bids)) {
-		written = known_bids = NULL;
-		err = -ENOMEM;
-		goto out;
-	}
-
-	err = parse_bstack_events();
 	if (!err)
-		err = load_skel(target);
+		err = parse_bstack_events(b);
 	if (!err)
-		err = open_bstack_events(target);
+		err = load_skel(b, target);
 	if (!err)
-		err = setup_interval(evlist);
+		err = open_bstack_events(b, target);
 	if (!err)
-		return 0;
-out:
-	bstack_cleanup();
-	return err;
+		err = setup_interval(b, evlist);
+	if (!err)
+		return b;
+	bpf_bstack__delete(b);
+	return ERR_PTR(err);
 }
 
-bool bpf_bstack__wants_tracking(void)
-{
-	return !bpf_bstack__opts.no_mmap_tracking;
-}
-
-void bpf_bstack__start(struct evlist *evlist)
+void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist)
 {
 	/* the forked workload: its children are followed by on_newtask */
-	if (profile_workload && evlist->workload.pid > 0) {
+	if (b->profile_workload && evlist->workload.pid > 0) {
 		u32 pid = evlist->workload.pid;
 		u8 val = 1;
 
-		bpf_map_update_elem(bpf_map__fd(skel->maps.bstack_task_filter),
+		bpf_map_update_elem(bpf_map__fd(b->skel->maps.bstack_task_filter),
 				    &pid, &val, BPF_ANY);
 	}
-	skel->bss->enabled = 1;
+	b->skel->bss->enabled = 1;
 }
 
-bool bpf_bstack__drain_due(void)
+bool bpf_bstack__drain_due(struct bpf_bstack *b)
 {
 	u64 expirations;
 
-	if (timer_fd < 0 || !skel)
+	if (b->timer_fd < 0)
 		return false;
-	return read(timer_fd, &expirations, sizeof(expirations)) == sizeof(expirations);
+	return read(b->timer_fd, &expirations, sizeof(expirations)) == sizeof(expirations);
 }
 
 struct bstack_writer {
+	struct bpf_bstack	*b;
 	struct perf_session	*session;
 	u64			sample_type;
 	u64			sid;
@@ -806,7 +788,7 @@ static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 	w->event.hdr.size = size;
 	perf_event__synthesize_sample((union perf_event *)&w->event, w->sample_type, 0, &sample);
 	if (perf_data_file__write(&w->session->data->file, &w->event, size) < 0) {
-		pr_err("perf bstack: failed to write perf.data: %m\n");
+		pr_err("failed to write perf.data: %m\n");
 		return -errno;
 	}
 	w->bytes += size;
@@ -819,32 +801,33 @@ static_assert(offsetof(struct bpf_bstack_user_stack, frame) ==
 /* Write a stack the first time a count refers to it: 1 when it did */
 static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 {
+	struct bpf_bstack *b = w->b;
 	struct bpf_bstack_rec_stack *rec = (void *)w->payload;
-	struct bpf_map *map = kind == BPF_BSTACK_STACK_USER ? skel->maps.bstack_user_stacks :
-			      kind == BPF_BSTACK_STACK_USER_IP ? skel->maps.bstack_user_ip_stacks :
-			      skel->maps.bstack_kern_stacks;
-	u32 max = skel->data->max_frames, nr;
+	struct bpf_map *map = kind == BPF_BSTACK_STACK_USER ? b->skel->maps.bstack_user_stacks :
+			      kind == BPF_BSTACK_STACK_USER_IP ? b->skel->maps.bstack_user_ip_stacks :
+			      b->skel->maps.bstack_kern_stacks;
+	u32 max = b->skel->rodata->max_frames, nr;
 	int err;
 
 	if (!id)
 		return 0;
 	/* written already: note the drain, in the same lookup */
-	err = hashmap__update(written, id, drain_gen, NULL, NULL);
+	err = hashmap__update(b->written, id, b->drain_gen, NULL, NULL);
 	if (err != -ENOENT)
 		return err;
 
 	/* a kernel stack has build-ids unless the kernel refused them */
-	if (kind == BPF_BSTACK_STACK_KERNEL && skel->data->kern_build_id &&
-	    !bpf_map_lookup_elem(bpf_map__fd(skel->maps.bstack_kern_bid_stacks), &id, &w->value)) {
+	if (kind == BPF_BSTACK_STACK_KERNEL && b->skel->rodata->kern_build_id &&
+	    !bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.bstack_kern_bid_stacks), &id, &w->value)) {
 		kind = BPF_BSTACK_STACK_KERNEL_BID;
 	} else if (bpf_map_lookup_elem(bpf_map__fd(map), &id, &w->value)) {
-		nr_missing_stacks++;
+		b->nr_missing_stacks++;
 		return 0;
 	}
 	if (kind == BPF_BSTACK_STACK_USER || kind == BPF_BSTACK_STACK_USER_IP)
-		nr_user_stacks++;
+		b->nr_user_stacks++;
 	else
-		nr_kern_stacks++;
+		b->nr_kern_stacks++;
 	/* both kinds of value have nr, then the frames: the stale ones stay behind */
 	nr = min_t(u64, w->value.nr, max);
 	memcpy(rec + 1, w->value.frame, bpf_bstack__stack_size(kind, nr) - sizeof(*rec));
@@ -856,7 +839,7 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 
 	err = write_record(w, -1, -1, 0, w->now, 0);
 	if (!err)
-		err = hashmap__add(written, id, drain_gen);
+		err = hashmap__add(b->written, id, b->drain_gen);
 	return err ?: 1;
 }
 
@@ -866,7 +849,7 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
  * other mount namespaces.  Binaries of processes that already exited are
  * left to the build-id cache and debuginfod at report time.
  */
-static void harvest_maps(struct machine *machine, pid_t pid)
+static void harvest_maps(struct bpf_bstack *b, struct machine *machine, pid_t pid)
 {
 	char path[PATH_MAX], line[PATH_MAX + 128];
 	struct nsinfo *nsi = nsinfo__new(pid);
@@ -890,7 +873,7 @@ static void harvest_maps(struct machine *machine, pid_t pid)
 		if (filename__read_build_id(path, &bid) <= 0)
 			continue;
 		key = bpf_bstack__bid_key(bid.data);
-		if (hashmap__find(known_bids, key, NULL))
+		if (hashmap__find(b->known_bids, key, NULL))
 			continue;
 
 		dso = machine__findnew_dso(machine, file);
@@ -901,7 +884,7 @@ static void harvest_maps(struct machine *machine, pid_t pid)
 		if (nsi && nsinfo__need_setns(nsi) && !dso__nsinfo(dso))
 			dso__set_nsinfo(dso, nsinfo__get(nsi));
 		dso__put(dso);
-		hashmap__add(known_bids, key, 1);
+		hashmap__add(b->known_bids, key, 1);
 	}
 	fclose(fp);
 out:
@@ -909,14 +892,14 @@ out:
 }
 
 /* Does a user stack just written name a binary no harvest has found yet? */
-static bool names_unknown_binary(const struct bpf_bstack_rec_stack *rec)
+static bool names_unknown_binary(struct bpf_bstack *b, const struct bpf_bstack_rec_stack *rec)
 {
 	const struct bpf_bstack_frame *f = bpf_bstack__user_frames((void *)rec);
 	u32 i;
 
 	for (i = 0; i < rec->nr; i++) {
 		if (f[i].status == BPF_STACK_BUILD_ID_VALID &&
-		    !hashmap__find(known_bids, bpf_bstack__bid_key(f[i].build_id), NULL))
+		    !hashmap__find(b->known_bids, bpf_bstack__bid_key(f[i].build_id), NULL))
 			return true;
 	}
 	return false;
@@ -925,15 +908,16 @@ static bool names_unknown_binary(const struct bpf_bstack_rec_stack *rec)
 static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key,
 		       const struct bpf_bstack_count *val)
 {
+	struct bpf_bstack *b = w->b;
 	struct bpf_bstack_rec_count *rec = (void *)w->payload;
 	int err;
 
-	err = write_stack(w, key->user_stack, bpf_bstack__opts.ip_stacks ?
+	err = write_stack(w, key->user_stack, b->opts.ip_stacks ?
 			  BPF_BSTACK_STACK_USER_IP : BPF_BSTACK_STACK_USER);
 	/* a new build-id stack is still in the payload buffer */
-	if (err > 0 && bpf_bstack__opts.no_mmap_tracking && !bpf_bstack__opts.ip_stacks &&
-	    names_unknown_binary((void *)w->payload))
-		harvest_maps(&w->session->machines.host, key->pid);
+	if (err > 0 && b->opts.no_mmap_tracking && !b->opts.ip_stacks &&
+	    names_unknown_binary(b, (void *)w->payload))
+		harvest_maps(b, &w->session->machines.host, key->pid);
 	if (err >= 0)
 		err = write_stack(w, key->kern_stack, BPF_BSTACK_STACK_KERNEL);
 	if (err < 0)
@@ -986,7 +970,7 @@ static int drain_counts(struct bstack_writer *w, struct bpf_map *map)
 	return err;
 }
 
-static void read_stats(struct bpf_bstack_stats *sum)
+static void read_stats(struct bpf_bstack *b, struct bpf_bstack_stats *sum)
 {
 	int ncpus = libbpf_num_possible_cpus();
 	struct bpf_bstack_stats *percpu;
@@ -997,7 +981,7 @@ static void read_stats(struct bpf_bstack_stats *sum)
 	percpu = calloc(ncpus, sizeof(*percpu));
 	if (!percpu)
 		return;
-	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.bstack_stats), &zero, percpu)) {
+	if (!bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.bstack_stats), &zero, percpu)) {
 		for (cpu = 0; cpu < ncpus; cpu++)
 			for (i = 0; i < BPF_BSTACK_STAT_MAX; i++)
 				sum->stat[i] += percpu[cpu].stat[i];
@@ -1007,86 +991,88 @@ static void read_stats(struct bpf_bstack_stats *sum)
 
 static int write_stats(struct bstack_writer *w)
 {
+	struct bpf_bstack *b = w->b;
 	struct bpf_bstack_rec_stats *rec = (void *)w->payload;
 
-	read_stats(&last_stats);
+	read_stats(b, &b->last_stats);
 	bpf_bstack__init_hdr(&rec->hdr, BPF_BSTACK_REC_STATS,
 			     bpf_bstack__stats_size(BPF_BSTACK_STAT_MAX));
 	rec->nr = BPF_BSTACK_STAT_MAX;
 	rec->reserved = 0;
-	memcpy(rec->stat, last_stats.stat, sizeof(last_stats.stat));
+	memcpy(rec->stat, b->last_stats.stat, sizeof(b->last_stats.stat));
 	return write_record(w, -1, -1, 0, w->now, 0);
 }
 
 /* Name the events, once, before the first count that refers to them */
 static int write_events(struct bstack_writer *w)
 {
+	struct bpf_bstack *b = w->b;
 	struct bpf_bstack_rec_event *rec = (void *)w->payload;
 	int i, err;
 
-	for (i = 0; i < nr_events; i++) {
+	for (i = 0; i < b->nr_events; i++) {
 		memset(rec, 0, sizeof(*rec));
 		bpf_bstack__init_hdr(&rec->hdr, BPF_BSTACK_REC_EVENT, sizeof(*rec));
 		rec->index = i;
-		rec->kind = events[i].kind;
-		memcpy(rec->name, events[i].name, sizeof(rec->name));
+		rec->kind = b->events[i].kind;
+		memcpy(rec->name, b->events[i].name, sizeof(rec->name));
 		rec->name[sizeof(rec->name) - 1] = '\0';
 		err = write_record(w, -1, -1, 0, w->now, 0);
 		if (err)
 			return err;
 	}
-	events_written = true;
+	b->events_written = true;
 	return 0;
 }
 
 /* Stacks already in perf.data are dropped from the kernel maps between drains */
-static void forget_written_stacks(struct bpf_map *map)
+static void forget_written_stacks(struct bpf_bstack *b, struct bpf_map *map)
 {
 	int fd = bpf_map__fd(map);
 	u64 key, next, *prev = NULL;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		if (prev && hashmap__find(written, key, NULL))
+		if (prev && hashmap__find(b->written, key, NULL))
 			bpf_map_delete_elem(fd, &key);
 		key = next;
 		prev = &key;
 	}
-	if (prev && hashmap__find(written, key, NULL))
+	if (prev && hashmap__find(b->written, key, NULL))
 		bpf_map_delete_elem(fd, &key);
 }
 
-static void age_written_stacks(void)
+static void age_written_stacks(struct bpf_bstack *b)
 {
 	struct hashmap_entry *cur, *tmp;
 	size_t bkt;
 
-	if (++drain_gen < BSTACK_WRITTEN_AGE)
+	if (++b->drain_gen < BSTACK_WRITTEN_AGE)
 		return;
-	hashmap__for_each_entry_safe(written, cur, tmp, bkt) {
-		if ((unsigned long)cur->value + BSTACK_WRITTEN_AGE > drain_gen)
+	hashmap__for_each_entry_safe(b->written, cur, tmp, bkt) {
+		if ((unsigned long)cur->value + BSTACK_WRITTEN_AGE > b->drain_gen)
 			continue;
-		hashmap__delete(written, cur->key, NULL, NULL);
-		nr_aged_out++;
+		hashmap__delete(b->written, cur->key, NULL, NULL);
+		b->nr_aged_out++;
 	}
 }
 
-int bpf_bstack__write(struct perf_session *session, bool final)
+int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool final)
 {
 	struct bstack_writer *w;
 	struct evsel *evsel;
 	int active, err, bytes;
 
 	/* perf record failed to open its events: nothing was recorded */
-	if (!skel || drained_final || !session->evlist)
+	if (b->drained_final || !session->evlist)
 		return 0;
 
 	evsel = evlist__find_evsel_by_str(session->evlist, BPF_BSTACK_EVENT);
 	if (!evsel) {
-		pr_err("perf bstack: %s event not found\n", BPF_BSTACK_EVENT);
+		pr_err("%s event not found\n", BPF_BSTACK_EVENT);
 		return 0;
 	}
 	if (evsel->core.attr.sample_type & ~BSTACK_SAMPLE_TYPES) {
-		pr_err("perf bstack: unsupported sample type %#" PRIx64 "\n",
+		pr_err("unsupported sample type %#" PRIx64 "\n",
 		       (u64)evsel->core.attr.sample_type);
 		return 0;
 	}
@@ -1094,6 +1080,7 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 	w = zalloc(sizeof(*w));
 	if (!w)
 		return 0;
+	w->b = b;
 	w->session = session;
 	w->sample_type = evsel->core.attr.sample_type;
 	if (evsel->core.id)
@@ -1101,49 +1088,44 @@ int bpf_bstack__write(struct perf_session *session, bool final)
 	w->now = now_ns();
 
 	if (final)
-		skel->bss->enabled = 0;
+		b->skel->bss->enabled = 0;
 
 	/* BPF fills the other count map while this one is read */
-	active = skel->bss->active_counts;
-	skel->bss->active_counts = !active;
-	err = events_written ? 0 : write_events(w);
+	active = b->skel->bss->active_counts;
+	b->skel->bss->active_counts = !active;
+	err = b->events_written ? 0 : write_events(w);
 	if (!err)
-		err = drain_counts(w, active ? skel->maps.bstack_counts1 :
-					       skel->maps.bstack_counts0);
+		err = drain_counts(w, active ? b->skel->maps.bstack_counts1 :
+					       b->skel->maps.bstack_counts0);
 	if (!err && final)
-		err = drain_counts(w, active ? skel->maps.bstack_counts0 :
-					       skel->maps.bstack_counts1);
+		err = drain_counts(w, active ? b->skel->maps.bstack_counts0 :
+					       b->skel->maps.bstack_counts1);
 	if (!err)
 		err = write_stats(w);
 	if (!err && !final) {
-		forget_written_stacks(skel->maps.bstack_user_stacks);
-		forget_written_stacks(skel->maps.bstack_kern_stacks);
-		forget_written_stacks(skel->maps.bstack_kern_bid_stacks);
-		forget_written_stacks(skel->maps.bstack_user_ip_stacks);
-		age_written_stacks();
+		forget_written_stacks(b, b->skel->maps.bstack_user_stacks);
+		forget_written_stacks(b, b->skel->maps.bstack_kern_stacks);
+		forget_written_stacks(b, b->skel->maps.bstack_kern_bid_stacks);
+		forget_written_stacks(b, b->skel->maps.bstack_user_ip_stacks);
+		age_written_stacks(b);
 	}
 	if (err)
-		pr_err("perf bstack: draining the BPF maps failed: %s\n", strerror(-err));
+		pr_err("draining the BPF maps failed: %s\n", strerror(-err));
 
-	drained_final = final;
+	b->drained_final = final;
 	bytes = w->bytes;
 	free(w);
 	return bytes;
 }
 
-static double percent(u64 part, u64 total)
-{
-	return total ? 100.0 * part / total : 0.0;
-}
-
 /* with kernel.bpf_stats_enabled=1, what each program that ran cost */
-static void print_prog_stats(void)
+static void print_prog_stats(struct bpf_bstack *b)
 {
 	struct bpf_program *progs[] = {
-		skel->progs.on_sample, skel->progs.on_tracepoint,
-		skel->progs.on_uprobe, skel->progs.on_switch,
+		b->skel->progs.on_sample, b->skel->progs.on_tracepoint,
+		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
 	};
-	u64 taken = max(last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL);
+	u64 taken = max(b->last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL);
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(progs); i++) {
@@ -1162,56 +1144,55 @@ static void print_prog_stats(void)
 	}
 }
 
-static void print_summary(void)
+static void print_summary(struct bpf_bstack *b)
 {
-	u64 s[BPF_BSTACK_STAT_MAX], lost_samples, lost_user;
-	u64 lost_kern;
+	u64 s[BPF_BSTACK_STAT_MAX];
+	char lost[256];
 	int i;
 
 	for (i = 0; i < BPF_BSTACK_STAT_MAX; i++)
-		s[i] = last_stats.stat[i];
-	lost_samples = s[BPF_BSTACK_STAT_COUNTS_FULL];
-	lost_user = bpf_bstack__lost_stacks(s, true);
-	lost_kern = bpf_bstack__lost_stacks(s, false);
+		s[i] = b->last_stats.stat[i];
 
 	fprintf(stderr,
 		"[ perf bstack: %" PRIu64 " samples, %" PRIu64 " unique user and %" PRIu64
 		" kernel stacks, %.1f%% of %" PRIu64 " user frames without build-id ]\n",
-		s[BPF_BSTACK_STAT_SAMPLES], nr_user_stacks, nr_kern_stacks,
-		percent(s[BPF_BSTACK_STAT_USER_IP_FRAMES], s[BPF_BSTACK_STAT_USER_FRAMES]),
+		s[BPF_BSTACK_STAT_SAMPLES], b->nr_user_stacks, b->nr_kern_stacks,
+		bpf_bstack__pct(s[BPF_BSTACK_STAT_USER_IP_FRAMES], s[BPF_BSTACK_STAT_USER_FRAMES]),
 		s[BPF_BSTACK_STAT_USER_FRAMES]);
-	fprintf(stderr,
-		"[ perf bstack: lost %" PRIu64 " samples (counts map full), %" PRIu64
-		" user stacks (%" PRIu64 " map full), %" PRIu64 " kernel stacks (%" PRIu64
-		" map full) ]\n",
-		lost_samples, lost_user, s[BPF_BSTACK_STAT_USER_FULL],
-		lost_kern, s[BPF_BSTACK_STAT_KERN_FULL]);
-	if (nr_missing_stacks)
+	bpf_bstack__scnprintf_lost(lost, sizeof(lost), s);
+	fprintf(stderr, "[ perf bstack: %s ]\n", lost);
+	if (b->nr_missing_stacks)
 		fprintf(stderr,
 			"[ perf bstack: %" PRIu64
 			" stacks vanished from the map before they were written ]\n",
-			nr_missing_stacks);
+			b->nr_missing_stacks);
 	/* not a loss: a stack that comes back after aging out is written again */
-	pr_debug("perf bstack: %" PRIu64 " stack ids unused for %d drains were forgotten\n",
-		 nr_aged_out, BSTACK_WRITTEN_AGE);
-	print_prog_stats();
-	if (nr_kern_stacks && skel->data->kern_build_id)
+	pr_debug("%" PRIu64 " stack ids unused for %d drains were forgotten\n",
+		 b->nr_aged_out, BSTACK_WRITTEN_AGE);
+	print_prog_stats(b);
+	if (b->nr_kern_stacks && b->skel->rodata->kern_build_id)
 		fprintf(stderr, "[ perf bstack: kernel frames %s ]\n",
-			skel->bss->kern_build_id_failed ?
+			b->skel->bss->kern_build_id_failed ?
 			"as IPs: this kernel has no BPF_F_KERNEL_BUILD_ID" :
 			"as build-id + offset");
-	if (bpf_bstack__opts.no_mmap_tracking)
+	if (b->opts.no_mmap_tracking)
 		fprintf(stderr,
 			"[ perf bstack: no mmap tracking: binaries of processes that exited before a drain are left to the build-id cache and debuginfod ]\n");
 }
 
-void bpf_bstack__finish(bool silent)
+/* Mark the DSOs a bstack sample of perf.data names, for HEADER_BUILD_ID */
+int bpf_bstack__mark_sample(struct bpf_bstack *b, struct machine *machine,
+			    struct evsel *evsel, struct perf_sample *sample)
 {
-	if (!skel)
-		return;
-	skel->bss->enabled = 0;
-	if (!silent && drained_final)
-		print_summary();
-	bpf_bstack__mark_summary();
-	bstack_cleanup();
+	return bpf_bstack__mark_dsos(&b->marks, machine, evsel, sample);
+}
+
+/* Print what was recorded and lost, and free b */
+void bpf_bstack__finish(struct bpf_bstack *b, bool silent)
+{
+	b->skel->bss->enabled = 0;
+	if (!silent && b->drained_final)
+		print_summary(b);
+	bpf_bstack__marks_summary(&b->marks);
+	bpf_bstack__delete(b);
 }

@@ -7,6 +7,8 @@
  * that reads perf.data then resolve the frames through the build-id cache
  * with their unchanged code.
  */
+#define pr_fmt(fmt) "perf bstack: " fmt
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -340,7 +342,7 @@ static int write_out(struct bstack_conv *c, const void *buf, size_t size)
 		return c->err;
 	if (writen(c->fd, buf, size) != (ssize_t)size) {
 		c->err = -errno;
-		pr_err("bstack: cannot write the converted data: %m\n");
+		pr_err("cannot write the converted data: %m\n");
 		return c->err;
 	}
 	c->bytes += size;
@@ -372,7 +374,7 @@ static int synthesized(const struct perf_tool *tool, union perf_event *event,
 /* Is there a file with this build-id to take symbols from, and how big is it? */
 static bool find_binary(struct dso *dso, u64 *size)
 {
-	char path[PATH_MAX], sbid[SBUILD_ID_SIZE];
+	char path[PATH_MAX];
 	struct build_id bid;
 	struct stat st;
 
@@ -390,9 +392,8 @@ static bool find_binary(struct dso *dso, u64 *size)
 	/* a debuginfo file has the symbols, but not the binary's size */
 	if (dso__build_id_filename(dso, path, sizeof(path), true) && !access(path, R_OK))
 		return true;
-	build_id__sprintf(dso__bid(dso), sbid);
-	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", sbid, sbid + 2);
-	return !access(path, R_OK);
+	return !dso__read_binary_type_filename(dso, DSO_BINARY_TYPE__BUILDID_DEBUGINFO, NULL,
+					       path, sizeof(path)) && !access(path, R_OK);
 }
 
 /*
@@ -413,7 +414,7 @@ static bool fetch_from_debuginfod(struct dso *dso __maybe_unused,
 	client = debuginfod_begin();
 	if (!client)
 		return false;
-	pr_debug("bstack: fetching %s from debuginfod\n", sbid);
+	pr_debug("fetching %s from debuginfod\n", sbid);
 	fd = debuginfod_find_executable(client, (const unsigned char *)sbid, 0, &path);
 	/* a vmlinux with its symbols may be served as debuginfo only */
 	if (fd < 0 && debuginfo_too)
@@ -1216,7 +1217,7 @@ static int check_wanted_events(struct bstack_conv *c, const char *input)
 			if (!strcmp(pos->s, sum->event[i].name))
 				break;
 		if (i == sum->nr_events) {
-			pr_err("bstack: %s has no event '%s'; it has %s\n", input, pos->s, sb.buf);
+			pr_err("%s has no event '%s'; it has %s\n", input, pos->s, sb.buf);
 			err = -EINVAL;
 		}
 	}
@@ -1331,7 +1332,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 	/* like perf.data: private, and never through a planted symlink */
 	c->fd = open(output, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (c->fd < 0) {
-		pr_err("bstack: cannot create %s: %m%s\n", output,
+		pr_err("cannot create %s: %m%s\n", output,
 		       errno == ELOOP ? " (a symbolic link)" : "");
 		return -errno;
 	}
@@ -1465,12 +1466,12 @@ static int check_size(struct perf_session *session, const char *input)
 		return 0;
 	if (!h->data_size) {
 		/* perf record writes the data size last: it was killed, or the disk was full */
-		pr_err("bstack: %s is truncated: perf record did not finish it (killed, or out of disk space)\n",
+		pr_err("%s is truncated: perf record did not finish it (killed, or out of disk space)\n",
 		       input);
 		return -EINVAL;
 	}
 	if (h->data_size && (u64)st.st_size < h->data_offset + h->data_size) {
-		pr_err("bstack: %s is truncated: %" PRIu64 " bytes, its header describes %"
+		pr_err("%s is truncated: %" PRIu64 " bytes, its header describes %"
 		       PRIu64 "\n", input, (u64)st.st_size, h->data_offset + h->data_size);
 		return -EINVAL;
 	}
@@ -1522,14 +1523,14 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	if (IS_ERR(c.session)) {
 		err = PTR_ERR(c.session);
 		c.session = NULL;
-		pr_err("bstack: cannot read %s: not a perf.data file, or truncated\n", input);
+		pr_err("cannot read %s: not a perf.data file, or truncated\n", input);
 		goto out;
 	}
 	err = check_size(c.session, input);
 	if (err)
 		goto out;
 	if (data.is_pipe) {
-		pr_err("bstack: %s: reading bstack data from a pipe is not supported\n", input);
+		pr_err("%s: reading bstack data from a pipe is not supported\n", input);
 		err = -EINVAL;
 		goto out;
 	}
@@ -1542,12 +1543,12 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 
 	err = perf_session__process_events(c.session);
 	if (err) {
-		pr_err("bstack: %s could not be read (error %d): truncated or damaged\n",
+		pr_err("%s could not be read (error %d): truncated or damaged\n",
 		       input, err);
 		goto out;
 	}
 	if (!c.nr_counts && !sum->has_stats) {
-		pr_err("bstack: %s has no bstack records: the record was cut short\n", input);
+		pr_err("%s has no bstack records: the record was cut short\n", input);
 		err = -EINVAL;
 		goto out;
 	}

@@ -3,7 +3,10 @@
  * perf bstack: decoding the records of samples, the build-id bookkeeping
  * of the binaries they name, and the summary shown above reports.
  */
+#define pr_fmt(fmt) "perf bstack: " fmt
+
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,16 +28,198 @@
 #include "util/map.h"
 #include "util/namespaces.h"
 #include "util/sample.h"
+#include "util/strbuf.h"
 #include "util/strlist.h"
 #include "util/symbol.h"
 #include "bpf_skel/bstack.h"
 
-struct bpf_bstack_opts bpf_bstack__opts = {
-	.freq		= 99,
-	.max_stack	= BPF_BSTACK_MAX_STACK,
-	.map_entries	= 16384,
-	.count_entries	= 65536,
+/*
+ * The settings of perf record --bstack=CONFIG: a comma-separated list of
+ * KEY=VALUE and of flags.  The value of a list key (event, uprobe) runs up
+ * to the next KEY= or flag, so that it may hold commas itself, and the key
+ * may be given again: the values are joined with commas.
+ */
+enum bstack_opt_type {
+	BSTACK_OPT_LIST,
+	BSTACK_OPT_U64,
+	BSTACK_OPT_INT,
+	BSTACK_OPT_UINT,
+	BSTACK_OPT_FLAG,
 };
+
+static const struct bstack_opt_key {
+	const char		*name;
+	enum bstack_opt_type	type;
+	size_t			offset;
+} bstack_opt_keys[] = {
+#define BSTACK_OPT(name, type, field) { name, type, offsetof(struct bpf_bstack_opts, field) }
+	BSTACK_OPT("event",		BSTACK_OPT_LIST, event),
+	BSTACK_OPT("uprobe",		BSTACK_OPT_LIST, uprobes),
+	BSTACK_OPT("off-cpu",		BSTACK_OPT_FLAG, off_cpu),
+	BSTACK_OPT("freq",		BSTACK_OPT_U64,  freq),
+	BSTACK_OPT("count",		BSTACK_OPT_U64,  period),
+	BSTACK_OPT("max-stack",		BSTACK_OPT_INT,  max_stack),
+	BSTACK_OPT("map-entries",	BSTACK_OPT_INT,  map_entries),
+	BSTACK_OPT("count-entries",	BSTACK_OPT_INT,  count_entries),
+	BSTACK_OPT("user-stack-only",	BSTACK_OPT_FLAG, user_only),
+	BSTACK_OPT("kernel-stack-only",	BSTACK_OPT_FLAG, kernel_only),
+	BSTACK_OPT("interval",		BSTACK_OPT_UINT, interval_ms),
+	BSTACK_OPT("no-mmap-tracking",	BSTACK_OPT_FLAG, no_mmap_tracking),
+	BSTACK_OPT("ip-stacks",		BSTACK_OPT_FLAG, ip_stacks),
+#undef BSTACK_OPT
+};
+
+void bpf_bstack__opts_init(struct bpf_bstack_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->freq = 99;
+	opts->max_stack = BPF_BSTACK_MAX_STACK;
+	opts->map_entries = 16384;
+	opts->count_entries = 65536;
+}
+
+void bpf_bstack__opts_exit(struct bpf_bstack_opts *opts)
+{
+	zfree(&opts->event);
+	zfree(&opts->uprobes);
+}
+
+int bpf_bstack__opts_copy(struct bpf_bstack_opts *to, const struct bpf_bstack_opts *from)
+{
+	*to = *from;
+	to->event = from->event ? strdup(from->event) : NULL;
+	to->uprobes = from->uprobes ? strdup(from->uprobes) : NULL;
+	if ((from->event && !to->event) || (from->uprobes && !to->uprobes)) {
+		bpf_bstack__opts_exit(to);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The key a token of CONFIG starts with, NULL: none, the token continues a list */
+static const struct bstack_opt_key *bstack_opt_key(const char *token, const char **value)
+{
+	size_t i, len = strcspn(token, "=");
+
+	for (i = 0; i < ARRAY_SIZE(bstack_opt_keys); i++) {
+		const struct bstack_opt_key *key = &bstack_opt_keys[i];
+
+		if (strlen(key->name) != len || strncmp(token, key->name, len))
+			continue;
+		if ((key->type == BSTACK_OPT_FLAG) != !token[len])
+			return NULL;
+		*value = token[len] ? token + len + 1 : NULL;
+		return key;
+	}
+	return NULL;
+}
+
+/* Append value to the list at *list, after a comma */
+static int bstack_opt_append(char **list, const char *value)
+{
+	char *joined;
+
+	if (!*list) {
+		*list = strdup(value);
+		return *list ? 0 : -ENOMEM;
+	}
+	if (asprintf(&joined, "%s,%s", *list, value) < 0)
+		return -ENOMEM;
+	free(*list);
+	*list = joined;
+	return 0;
+}
+
+static int bstack_opt_set(struct bpf_bstack_opts *opts, const struct bstack_opt_key *key,
+			  const char *value)
+{
+	void *field = (void *)opts + key->offset;
+	unsigned long long n;
+	char *end;
+
+	if (key->type == BSTACK_OPT_FLAG) {
+		*(bool *)field = true;
+		return 0;
+	}
+	if (key->type == BSTACK_OPT_LIST)
+		return bstack_opt_append(field, value);
+	errno = 0;
+	n = strtoull(value, &end, 0);
+	if (!*value || *end || errno ||
+	    (key->type == BSTACK_OPT_INT && n > INT_MAX) ||
+	    (key->type == BSTACK_OPT_UINT && n > UINT_MAX))
+		return -EINVAL;
+	if (key->type == BSTACK_OPT_U64)
+		*(u64 *)field = n;
+	else if (key->type == BSTACK_OPT_INT)
+		*(int *)field = n;
+	else
+		*(unsigned int *)field = n;
+	return 0;
+}
+
+int bpf_bstack__parse_opts(struct bpf_bstack_opts *opts, const char *config)
+{
+	const struct bstack_opt_key *key, *list = NULL;
+	char *copy = strdup(config), *token, *saveptr = NULL;
+	const char *value;
+	int err = copy ? 0 : -ENOMEM;
+
+	for (token = strtok_r(copy, ",", &saveptr); token && !err;
+	     token = strtok_r(NULL, ",", &saveptr)) {
+		key = bstack_opt_key(token, &value);
+		if (key) {
+			list = key->type == BSTACK_OPT_LIST ? key : NULL;
+			err = bstack_opt_set(opts, key, value);
+		} else if (list) {
+			err = bstack_opt_append((void *)opts + list->offset, token);
+		} else {
+			err = -EINVAL;
+		}
+		if (err == -EINVAL)
+			pr_err("--bstack: bad setting '%s' in '%s'\n", token, config);
+	}
+	free(copy);
+	return err;
+}
+
+/* The CONFIG of perf record --bstack that gives opts */
+int bpf_bstack__opts_config(const struct bpf_bstack_opts *opts, struct strbuf *sb)
+{
+	const void *base = opts;
+	size_t i, start = sb->len;
+	int err = 0;
+
+	for (i = 0; i < ARRAY_SIZE(bstack_opt_keys) && !err; i++) {
+		const struct bstack_opt_key *key = &bstack_opt_keys[i];
+		const void *field = base + key->offset;
+		const char *sep = sb->len > start ? "," : "";
+
+		switch (key->type) {
+		case BSTACK_OPT_LIST:
+			if (*(char * const *)field)
+				err = strbuf_addf(sb, "%s%s=%s", sep, key->name,
+						  *(char * const *)field);
+			break;
+		case BSTACK_OPT_FLAG:
+			if (*(const bool *)field)
+				err = strbuf_addf(sb, "%s%s", sep, key->name);
+			break;
+		case BSTACK_OPT_U64:
+			err = strbuf_addf(sb, "%s%s=%" PRIu64, sep, key->name, *(const u64 *)field);
+			break;
+		case BSTACK_OPT_INT:
+			err = strbuf_addf(sb, "%s%s=%d", sep, key->name, *(const int *)field);
+			break;
+		case BSTACK_OPT_UINT:
+		default:
+			err = strbuf_addf(sb, "%s%s=%u", sep, key->name,
+					  *(const unsigned int *)field);
+			break;
+		}
+	}
+	return err;
+}
 
 /*
  * The bstack record of a sample, or NULL for samples of other events and
@@ -55,7 +240,7 @@ struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,
 	if (err) {
 		if (nr_damaged)
 			(*nr_damaged)++;
-		pr_warning("bstack: skipping a damaged record at time %" PRIu64 ": %s\n",
+		pr_warning("skipping a damaged record at time %" PRIu64 ": %s\n",
 			   sample->time, bpf_bstack__strerror(err));
 		return NULL;
 	}
@@ -74,18 +259,16 @@ bool bpf_bstack__is_event(struct evsel *evsel)
  * (perf buildid-list --with-hits, perf archive).  The DSOs come from the
  * header, the MMAP2 records (which carry build-ids) or the maps of live
  * processes read while draining; those of kernel modules from the module
- * list of the machine, with their build-ids from sysfs.  With check_files,
- * as when recording, a file whose build-id changed since it was mapped is
- * not marked: the cache would get the wrong binary.
+ * list of the machine, with their build-ids from sysfs.  With marks, as
+ * when recording, each build-id is looked at once, and a file whose
+ * build-id changed since it was mapped is not marked: the cache would get
+ * the wrong binary.
  */
 enum bid_state {
 	BID_MARKED = 1,
 	BID_UNSEEN,	/* no mapping with this build-id was seen */
 	BID_CHANGED,	/* the file is gone or was rebuilt */
 };
-
-static struct hashmap *bid_states;
-static unsigned int bid_count[BID_CHANGED + 1];
 
 /* Keys that are already hashes: stack ids, and the head of build-ids */
 size_t bpf_bstack__id_hash(long key, void *ctx __maybe_unused)
@@ -143,31 +326,34 @@ static bool dso_file_matches(struct dso *dso)
 	return ret > 0 && dso__build_id_equal(dso, &bid);
 }
 
-static int mark_build_id(struct machine *machine, const u8 *build_id, bool check_files)
+static int mark_build_id(struct bpf_bstack_marks *marks, struct machine *machine,
+			 const u8 *build_id)
 {
 	long key = bpf_bstack__bid_key(build_id), state;
 	struct dso *dso;
 
-	if (hashmap__find(bid_states, key, &state))
+	if (marks && hashmap__find(marks->states, key, &state))
 		return 0;
 
 	dso = bpf_bstack__find_dso(machine, build_id);
 	if (!dso) {
 		state = BID_UNSEEN;
-	} else if (check_files && (dso__is_kcore(dso) ||
-				   /* a module's build-id is read from sysfs, not its file */
-				   (!dso__kernel(dso) && !dso_file_matches(dso)))) {
+	} else if (marks && (dso__is_kcore(dso) ||
+			     /* a module's build-id is read from sysfs, not its file */
+			     (!dso__kernel(dso) && !dso_file_matches(dso)))) {
 		state = BID_CHANGED;
 	} else {
 		dso__set_hit(dso);
 		state = BID_MARKED;
 	}
-	bid_count[state]++;
-	return hashmap__add(bid_states, key, state);
+	if (!marks)
+		return 0;
+	marks->count[state]++;
+	return hashmap__add(marks->states, key, state);
 }
 
-int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
-			  struct perf_sample *sample, bool check_files)
+int bpf_bstack__mark_dsos(struct bpf_bstack_marks *marks, struct machine *machine,
+			  struct evsel *evsel, struct perf_sample *sample)
 {
 	struct bpf_bstack_rec_hdr *hdr;
 	struct bpf_bstack_rec_stack *stack;
@@ -193,39 +379,44 @@ int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
 			goto out;
 	}
 
-	if (!bid_states) {
-		bid_states = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
-		if (IS_ERR(bid_states)) {
-			bid_states = NULL;
-			err = -ENOMEM;
-			goto out;
-		}
-	}
-
 	f = bpf_bstack__user_frames(stack);
 	for (i = 0; i < stack->nr && !err; i++) {
 		if (f[i].status != BPF_STACK_BUILD_ID_VALID)
 			continue;
 		if (i && !memcmp(f[i].build_id, f[i - 1].build_id, BUILD_ID_SIZE))
 			continue;
-		err = mark_build_id(machine, f[i].build_id, check_files);
+		err = mark_build_id(marks, machine, f[i].build_id);
 	}
 out:
 	free(copy);
 	return err;
 }
 
-void bpf_bstack__mark_summary(void)
+int bpf_bstack__marks_init(struct bpf_bstack_marks *marks)
 {
-	if (bid_count[BID_UNSEEN] || bid_count[BID_CHANGED])
-		pr_warning("bstack: %u binaries saved, %u never seen mapped, %u gone or rebuilt since: left to the build-id cache and debuginfod at report time\n",
-			   bid_count[BID_MARKED], bid_count[BID_UNSEEN],
-			   bid_count[BID_CHANGED]);
+	memset(marks, 0, sizeof(*marks));
+	marks->states = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	if (IS_ERR(marks->states)) {
+		marks->states = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void bpf_bstack__marks_exit(struct bpf_bstack_marks *marks)
+{
+	hashmap__free(marks->states);
+	marks->states = NULL;
+}
+
+void bpf_bstack__marks_summary(const struct bpf_bstack_marks *marks)
+{
+	if (marks->count[BID_UNSEEN] || marks->count[BID_CHANGED])
+		pr_warning("%u binaries saved, %u never seen mapped, %u gone or rebuilt since: left to the build-id cache and debuginfod at report time\n",
+			   marks->count[BID_MARKED], marks->count[BID_UNSEEN],
+			   marks->count[BID_CHANGED]);
 	else
-		pr_debug("bstack: %u binaries saved\n", bid_count[BID_MARKED]);
-	hashmap__free(bid_states);
-	bid_states = NULL;
-	memset(bid_count, 0, sizeof(bid_count));
+		pr_debug("%u binaries saved\n", marks->count[BID_MARKED]);
 }
 
 void bpf_bstack__summary_add_missing(struct bpf_bstack_summary *sum, const char *sbid,
@@ -246,9 +437,19 @@ u64 bpf_bstack__summary_lost(const struct bpf_bstack_summary *sum)
 	return sum->stat[BPF_BSTACK_STAT_COUNTS_FULL];
 }
 
-static double pct(u64 part, u64 total)
+double bpf_bstack__pct(u64 part, u64 total)
 {
 	return total ? 100.0 * part / total : 0.0;
+}
+
+/* What the recorder lost, by cause, as both summaries print it */
+int bpf_bstack__scnprintf_lost(char *buf, size_t size, const u64 *stat)
+{
+	return scnprintf(buf, size, "lost %" PRIu64 " samples (counts map full), %" PRIu64
+			 " user stacks (%" PRIu64 " map full), %" PRIu64 " kernel stacks (%" PRIu64
+			 " map full)", stat[BPF_BSTACK_STAT_COUNTS_FULL],
+			 bpf_bstack__lost_stacks(stat, true), stat[BPF_BSTACK_STAT_USER_FULL],
+			 bpf_bstack__lost_stacks(stat, false), stat[BPF_BSTACK_STAT_KERN_FULL]);
 }
 
 static const char *kernel_found_str(enum bpf_bstack_kernel_found found)
@@ -272,31 +473,27 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 {
 	u64 frames = s->nr_valid_frames + s->nr_ip_frames;
 	struct str_node *pos;
+	char lost[256];
 
 	fprintf(fp, "# bstack: %" PRIu64 " samples in %" PRIu64 " counts, %" PRIu64
 		" unique user and %" PRIu64 " kernel stacks\n",
 		s->has_stats ? s->stat[BPF_BSTACK_STAT_SAMPLES] : s->nr_samples,
 		s->nr_counts, s->nr_user_stacks, s->nr_kern_stacks);
-	if (s->has_stats)
-		fprintf(fp, "# bstack: lost %" PRIu64 " samples (counts map full), %" PRIu64
-			" user stacks (%" PRIu64 " map full), %" PRIu64 " kernel stacks (%" PRIu64
-			" map full)\n",
-			s->stat[BPF_BSTACK_STAT_COUNTS_FULL],
-			bpf_bstack__lost_stacks(s->stat, true),
-			s->stat[BPF_BSTACK_STAT_USER_FULL],
-			bpf_bstack__lost_stacks(s->stat, false),
-			s->stat[BPF_BSTACK_STAT_KERN_FULL]);
-	else
+	if (s->has_stats) {
+		bpf_bstack__scnprintf_lost(lost, sizeof(lost), s->stat);
+		fprintf(fp, "# bstack: %s\n", lost);
+	} else
 		fprintf(fp, "# bstack: no recorder counters in the file: losses unknown\n");
 	fprintf(fp, "# bstack: user frames: %.1f%% with build-id, %.1f%% as IP (%" PRIu64
 		" of %" PRIu64 " found in recorded maps), %" PRIu64 " bogus offsets, %" PRIu64
 		" unknown\n",
-		pct(s->nr_valid_frames, frames), pct(s->nr_ip_frames, frames),
+		bpf_bstack__pct(s->nr_valid_frames, frames),
+		bpf_bstack__pct(s->nr_ip_frames, frames),
 		s->nr_ip_resolved, s->nr_ip_frames, s->nr_bogus_frames, s->nr_unknown_frames);
 	if (s->nr_ip_ambiguous)
-		fprintf(fp, "# bstack: %" PRIu64 " of the unknown are IP frames at an address that\n"
-			"# bstack: held several files while counted (--interval counts for less time)\n",
-			s->nr_ip_ambiguous);
+		fprintf(fp, "# bstack: %" PRIu64 " of the unknown are IP frames at an address\n"
+			"# bstack: that held several files while counted (--interval counts for\n"
+			"# bstack: less time)\n", s->nr_ip_ambiguous);
 	if (s->nr_damaged || s->nr_missing_stacks || s->nr_no_stack)
 		fprintf(fp, "# bstack: %" PRIu64 " damaged records skipped, %" PRIu64
 			" counts of missing stacks, %" PRIu64 " samples without stacks\n",

@@ -11,12 +11,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <linux/compiler.h>
+#include <linux/err.h>
 #include <linux/types.h>
 #include "build-id.h"
 #include "bstack-payload.h"
 
 struct dso;
 struct evlist;
+struct hashmap;
 struct evsel;
 struct machine;
 struct perf_sample;
@@ -33,9 +35,22 @@ size_t bpf_bstack__id_hash(long key, void *ctx);
 bool bpf_bstack__id_equal(long a, long b, void *ctx);
 long bpf_bstack__bid_key(const u8 *build_id);
 struct dso *bpf_bstack__find_dso(struct machine *machine, const u8 *build_id);
-int bpf_bstack__mark_dsos(struct machine *machine, struct evsel *evsel,
-			  struct perf_sample *sample, bool check_files);
-void bpf_bstack__mark_summary(void);
+
+double bpf_bstack__pct(u64 part, u64 total);
+int bpf_bstack__scnprintf_lost(char *buf, size_t size, const u64 *stat);
+
+/* What perf record learnt of the binaries stacks name, a build-id at a time */
+struct bpf_bstack_marks {
+	struct hashmap	*states;	/* build-id key -> its state */
+	unsigned int	count[4];	/* build-ids in each state */
+};
+
+int bpf_bstack__marks_init(struct bpf_bstack_marks *marks);
+void bpf_bstack__marks_exit(struct bpf_bstack_marks *marks);
+void bpf_bstack__marks_summary(const struct bpf_bstack_marks *marks);
+/* marks NULL: mark every DSO named, without looking at the files */
+int bpf_bstack__mark_dsos(struct bpf_bstack_marks *marks, struct machine *machine,
+			  struct evsel *evsel, struct perf_sample *sample);
 
 /* An event of the recording */
 struct bpf_bstack_summary_event {
@@ -94,10 +109,10 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *sum, FILE *fp)
 void bpf_bstack__summary_kernel_given(struct bpf_bstack_summary *sum);
 void bpf_bstack__summary_exit(struct bpf_bstack_summary *sum);
 
-/* Settings of 'perf record --bstack', filled in by 'perf bstack record' */
+/* The settings of perf record --bstack=CONFIG, which perf bstack record writes */
 struct bpf_bstack_opts {
-	const char	*event;		/* -e: parse_events() syntax, tracepoints too */
-	const char	*uprobes;	/* --uprobe BINARY:FUNCTION,... */
+	char		*event;		/* -e: parse_events() syntax, tracepoints too */
+	char		*uprobes;	/* --uprobe BINARY:FUNCTION,... */
 	bool		off_cpu;
 	u64		freq;
 	u64		period;
@@ -111,45 +126,67 @@ struct bpf_bstack_opts {
 	unsigned int	interval_ms;
 };
 
-extern struct bpf_bstack_opts bpf_bstack__opts;
+struct strbuf;
+
+void bpf_bstack__opts_init(struct bpf_bstack_opts *opts);
+void bpf_bstack__opts_exit(struct bpf_bstack_opts *opts);
+int bpf_bstack__opts_copy(struct bpf_bstack_opts *to, const struct bpf_bstack_opts *from);
+int bpf_bstack__parse_opts(struct bpf_bstack_opts *opts, const char *config);
+int bpf_bstack__opts_config(const struct bpf_bstack_opts *opts, struct strbuf *sb);
+
+/* One perf record --bstack: its BPF program, events and drain state */
+struct bpf_bstack;
 
 #ifdef HAVE_BPF_SKEL
-int bpf_bstack__prepare(struct evlist *evlist, struct target *target,
-			struct record_opts *opts);
-bool bpf_bstack__wants_tracking(void);
-void bpf_bstack__start(struct evlist *evlist);
-bool bpf_bstack__drain_due(void);
-int bpf_bstack__write(struct perf_session *session, bool final);
-void bpf_bstack__finish(bool silent);
+struct bpf_bstack *bpf_bstack__prepare(struct evlist *evlist, struct target *target,
+				       const struct bpf_bstack_opts *opts);
+void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist);
+bool bpf_bstack__drain_due(struct bpf_bstack *b);
+int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool final);
+int bpf_bstack__mark_sample(struct bpf_bstack *b, struct machine *machine,
+			    struct evsel *evsel, struct perf_sample *sample);
+void bpf_bstack__finish(struct bpf_bstack *b, bool silent);
+void bpf_bstack__delete(struct bpf_bstack *b);
 #else
-static inline int bpf_bstack__prepare(struct evlist *evlist __maybe_unused,
-				      struct target *target __maybe_unused,
-				      struct record_opts *opts __maybe_unused)
+static inline struct bpf_bstack *
+bpf_bstack__prepare(struct evlist *evlist __maybe_unused,
+		    struct target *target __maybe_unused,
+		    const struct bpf_bstack_opts *opts __maybe_unused)
 {
-	return -1;
+	return ERR_PTR(-EOPNOTSUPP);
 }
 
-static inline bool bpf_bstack__wants_tracking(void)
-{
-	return true;
-}
-
-static inline void bpf_bstack__start(struct evlist *evlist __maybe_unused)
+static inline void bpf_bstack__start(struct bpf_bstack *b __maybe_unused,
+				     struct evlist *evlist __maybe_unused)
 {
 }
 
-static inline bool bpf_bstack__drain_due(void)
+static inline bool bpf_bstack__drain_due(struct bpf_bstack *b __maybe_unused)
 {
 	return false;
 }
 
-static inline int bpf_bstack__write(struct perf_session *session __maybe_unused,
+static inline int bpf_bstack__write(struct bpf_bstack *b __maybe_unused,
+				    struct perf_session *session __maybe_unused,
 				    bool final __maybe_unused)
 {
 	return 0;
 }
 
-static inline void bpf_bstack__finish(bool silent __maybe_unused)
+static inline int bpf_bstack__mark_sample(struct bpf_bstack *b __maybe_unused,
+					  struct machine *machine __maybe_unused,
+					  struct evsel *evsel __maybe_unused,
+					  struct perf_sample *sample __maybe_unused)
+{
+	return 0;
+}
+
+static inline void bpf_bstack__finish(struct bpf_bstack *b __maybe_unused,
+				      bool silent __maybe_unused)
+{
+}
+
+static inline void bpf_bstack__delete(struct bpf_bstack *b __maybe_unused)
 {
 }
 #endif

@@ -115,16 +115,16 @@ int enabled;
 int active_counts;
 
 /* set before load */
-int has_task;
-int uses_tgid;
-int has_uid;
-__u32 filter_uid;
-int user_stack = 1;
-int kern_stack = 1;
-int user_build_id = 1;
-__u32 max_frames = BPF_BSTACK_MAX_STACK;
-__u32 offcpu_event;
-int kern_build_id = 1;
+const volatile int has_task;
+const volatile int uses_tgid;
+const volatile int has_uid;
+const volatile __u32 filter_uid;
+const volatile int user_stack = 1;
+const volatile int kern_stack = 1;
+const volatile int user_build_id = 1;
+const volatile __u32 max_frames = BPF_BSTACK_MAX_STACK;
+const volatile __u32 offcpu_event;
+const volatile int kern_build_id = 1;
 /* set at the first -EINVAL: this kernel has no BPF_F_KERNEL_BUILD_ID */
 int kern_build_id_failed;
 
