@@ -102,11 +102,12 @@ git -C "$bisect_tree" fetch -q "$git_tree" HEAD
 mkdir -p "$bisect_out"
 : > "$bisect_log"
 nr=0
+start=$(date +%s)
 for c in $(git -C "$git_tree" rev-list --reverse "$base"..HEAD); do
 	nr=$((nr + 1))
 	subject=$(git -C "$git_tree" log -1 --format=%s "$c")
 	git -C "$bisect_tree" checkout -q -f "$c"
-	echo "== $nr $subject" >> "$bisect_log"
+	echo "== $nr $subject ($(($(date +%s) - start)) s)" >> "$bisect_log"
 	if ! make -C "$bisect_tree/tools/perf" O="$bisect_out" NO_LIBPYTHON=1 NO_LIBPERL=1 \
 			-j"$(nproc)" >> "$bisect_log" 2>&1; then
 		tail -n 20 "$bisect_log"
@@ -126,6 +127,8 @@ for c in $(git -C "$git_tree" rev-list --reverse "$base"..HEAD); do
 		fi
 	done
 done
+
+echo "== built and tested $nr commits in $(($(date +%s) - start)) s" >> "$bisect_log"
 
 bad=0
 for p in "$out"/*.patch; do

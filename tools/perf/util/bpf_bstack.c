@@ -799,13 +799,24 @@ static_assert(offsetof(struct bpf_bstack_user_stack, frame) ==
 	      offsetof(struct bpf_bstack_kern_stack, ip), "frames after nr in both");
 
 /* Write a stack the first time a count refers to it: 1 when it did */
+/* The stack map of a kind of stack (a kernel one may also be in the build-id map) */
+static struct bpf_map *stack_map(struct bstack_bpf *skel, u32 kind)
+{
+	if (kind == BPF_BSTACK_STACK_USER)
+		return skel->maps.bstack_user_stacks;
+	if (kind == BPF_BSTACK_STACK_USER_IP)
+		return skel->maps.bstack_user_ip_stacks;
+	if (kind == BPF_BSTACK_STACK_KERNEL_BID)
+		return skel->maps.bstack_kern_bid_stacks;
+	return skel->maps.bstack_kern_stacks;
+}
+
 static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 {
 	struct bpf_bstack *b = w->b;
 	struct bpf_bstack_rec_stack *rec = (void *)w->payload;
-	struct bpf_map *map = kind == BPF_BSTACK_STACK_USER ? b->skel->maps.bstack_user_stacks :
-			      kind == BPF_BSTACK_STACK_USER_IP ? b->skel->maps.bstack_user_ip_stacks :
-			      b->skel->maps.bstack_kern_stacks;
+	struct bpf_map *map = stack_map(b->skel, kind);
+	int bid_fd = bpf_map__fd(stack_map(b->skel, BPF_BSTACK_STACK_KERNEL_BID));
 	u32 max = b->skel->rodata->max_frames, nr;
 	int err;
 
@@ -818,7 +829,7 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 
 	/* a kernel stack has build-ids unless the kernel refused them */
 	if (kind == BPF_BSTACK_STACK_KERNEL && b->skel->rodata->kern_build_id &&
-	    !bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.bstack_kern_bid_stacks), &id, &w->value)) {
+	    !bpf_map_lookup_elem(bid_fd, &id, &w->value)) {
 		kind = BPF_BSTACK_STACK_KERNEL_BID;
 	} else if (bpf_map_lookup_elem(bpf_map__fd(map), &id, &w->value)) {
 		b->nr_missing_stacks++;

@@ -209,6 +209,29 @@ test_errors() {
 	cd - > /dev/null || return
 }
 
+# perf record --bstack=CONFIG alone, as perf bstack record runs it
+test_record_config() {
+	echo "perf record --bstack=CONFIG takes its settings, and refuses bad ones"
+	$perf record -q --bstack=event=cpu-clock,freq=199,max-stack=32,user-stack-only \
+		-e dummy -o "$tmp/cfg.data" -- "$work" 1 "$child" "$lib" 2> "$tmp/cfg.err" ||
+		{ fail "record --bstack=CONFIG: $(tail -1 "$tmp/cfg.err")"; return; }
+	script "$tmp/cfg.data" > "$tmp/cfg.script"
+	# user stacks only, at 199 Hz for 1 s, none deeper than 32 frames
+	grep -q '^STACK .* kernel' "$tmp/cfg.script" && fail "kernel stacks with user-stack-only"
+	awk '$1 == "STACK" && $4 > 32 { bad = 1 } END { exit bad }' "$tmp/cfg.script" ||
+		fail "a stack deeper than max-stack=32"
+	samples=$(grep '^STATS ' "$tmp/cfg.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	# the workload is on CPU about half of its second
+	[ "${samples:-0}" -ge 50 ] || fail "${samples:-0} samples in 1 s at freq=199"
+	if perf record -q --bstack=freq=99,no-such-setting -e dummy -o "$tmp/cfg2.data" \
+			-- true 2> "$tmp/cfg2.err"; then
+		fail "a bad setting was accepted"
+	fi
+	grep -q "bad setting 'no-such-setting'" "$tmp/cfg2.err" ||
+		fail "bad setting not named: $(head -1 "$tmp/cfg2.err")"
+}
+
+test_record_config
 test_interval
 test_interval_aging
 test_no_mmap_tracking
