@@ -81,21 +81,13 @@ static const char * const bstack_report_usage[] = {
 /* -e and --uprobe may be given many times: a comma-separated list of all */
 static int append_list(const struct option *opt, const char *arg, int unset)
 {
-	char **list = opt->value, *joined;
+	char **list = opt->value;
 
 	if (unset) {
 		zfree(list);
 		return 0;
 	}
-	if (!*list)
-		joined = strdup(arg);
-	else if (asprintf(&joined, "%s,%s", *list, arg) < 0)
-		joined = NULL;
-	if (!joined)
-		return -ENOMEM;
-	free(*list);
-	*list = joined;
-	return 0;
+	return bpf_bstack__list_append(list, arg);
 }
 
 /* With -v: the perf command line a subcommand runs, as one message */

@@ -114,8 +114,8 @@ static const struct bstack_opt_key *bstack_opt_key(const char *token, const char
 	return NULL;
 }
 
-/* Append value to the list at *list, after a comma */
-static int bstack_opt_append(char **list, const char *value)
+/* Append value to the comma-separated list at *list (NULL: empty) */
+int bpf_bstack__list_append(char **list, const char *value)
 {
 	char *joined;
 
@@ -142,7 +142,7 @@ static int bstack_opt_set(struct bpf_bstack_opts *opts, const struct bstack_opt_
 		return 0;
 	}
 	if (key->type == BSTACK_OPT_LIST)
-		return bstack_opt_append(field, value);
+		return bpf_bstack__list_append(field, value);
 	errno = 0;
 	n = strtoull(value, &end, 0);
 	if (!*value || *end || errno ||
@@ -172,7 +172,7 @@ int bpf_bstack__parse_opts(struct bpf_bstack_opts *opts, const char *config)
 			list = key->type == BSTACK_OPT_LIST ? key : NULL;
 			err = bstack_opt_set(opts, key, value);
 		} else if (list) {
-			err = bstack_opt_append((void *)opts + list->offset, token);
+			err = bpf_bstack__list_append((void *)opts + list->offset, token);
 		} else {
 			err = -EINVAL;
 		}

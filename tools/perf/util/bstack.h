@@ -132,6 +132,7 @@ void bpf_bstack__opts_init(struct bpf_bstack_opts *opts);
 void bpf_bstack__opts_exit(struct bpf_bstack_opts *opts);
 int bpf_bstack__opts_copy(struct bpf_bstack_opts *to, const struct bpf_bstack_opts *from);
 int bpf_bstack__parse_opts(struct bpf_bstack_opts *opts, const char *config);
+int bpf_bstack__list_append(char **list, const char *value);
 int bpf_bstack__opts_config(const struct bpf_bstack_opts *opts, struct strbuf *sb);
 
 /* One perf record --bstack: its BPF program, events and drain state */

@@ -54,8 +54,11 @@ static void bstack_work_library(const char *lib, const char *spin)
 	void (*fn)(unsigned long n);
 	void *h = dlopen(lib, RTLD_NOW);
 
-	if (!h)
+	if (!h) {
+		/* the tests then miss the library's frames: say why */
+		fprintf(stderr, "bstack_work: %s\n", dlerror());
 		return;
+	}
 	fn = (void (*)(unsigned long n))dlsym(h, spin);
 	if (fn)
 		fn(3000000);
