@@ -236,7 +236,8 @@ static int read_sample(const struct perf_tool *tool, union perf_event *event __m
 
 static struct bstack_map_history *map_history(struct bstack_conv *c, u32 pid, bool create)
 {
-	struct bstack_map_history *h;
+	/* hashmap__find() leaves h alone when pid has no history */
+	struct bstack_map_history *h = NULL;
 
 	if (hashmap__find(c->map_history, (long)pid, &h) || !create)
 		return h;
