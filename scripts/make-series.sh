@@ -3,7 +3,8 @@
 #
 # Write perf-bstack as a git format-patch series against the pristine
 # upstream tree: one commit per line of patches/series (the patch's diff
-# to upstream files plus the new files it lists), into build/series/.
+# to upstream files and to new files of earlier patches, plus the new files
+# it lists, see scripts/series-overlay.py), into build/series/.
 # Then check that the series applies with 'git am' to the pristine tree,
 # that perf builds at each commit (incrementally, in build/series-build
 # with objects in build/series-perf, both kept between runs) and passes
@@ -43,7 +44,10 @@ git_q "$git_tree" commit -q -m "upstream $(cut -d'"' -f2 "$build/upstream/PERF-V
 base=$(git -C "$git_tree" rev-parse HEAD)
 
 covered=$(mktemp)
-trap 'rm -f "$covered"' EXIT
+# our files as the patch that adds them has them: later patches change some
+versions=$(mktemp -d)
+trap 'rm -rf "$covered" "$versions"' EXIT
+python3 "$top/scripts/series-overlay.py" versions "$versions"
 # lines naming the same patch add files to it
 awk '!/^#/ && NF {
 	if (!($1 in files)) order[n++] = $1
@@ -60,7 +64,7 @@ while read -r patch files; do
 	fi
 	for f in $files; do
 		mkdir -p "$git_tree/$(dirname "$f")"
-		cp --preserve=mode "$top/$f" "$git_tree/$f"
+		cp --preserve=mode "$versions/$f" "$git_tree/$f"
 		echo "$f" >> "$covered"
 	done
 	git -C "$git_tree" add -A

@@ -80,13 +80,16 @@ for p in "$top"/patches/*.patch; do
 	[ -e "$p" ] || continue
 	grep -q '^+++ ' "$p" || continue	# a patch that only adds overlay files
 	for f in $(patch_files "$p"); do
+		grep -qxF "$f" "$build/overlay.list" && continue
 		echo "$f" >> "$build/patched.list"
 		[ -e "$stage/$f" ] && continue
 		[ -e "$up/$f" ] || continue
 		mkdir -p "$stage/$(dirname "$f")"
 		cp --preserve=mode "$up/$f" "$stage/$f"
 	done
-	if ! out=$(patch -d "$stage" -p1 -s -N -F0 --no-backup-if-mismatch < "$p" 2>&1); then
+	# sections of a patch that change our own files are in the overlay already
+	if ! out=$(python3 "$top/scripts/series-overlay.py" upstream "$p" |
+			patch -d "$stage" -p1 -s -N -F0 --no-backup-if-mismatch 2>&1); then
 		echo "error: patches/$(basename "$p") does not apply to upstream perf:" >&2
 		echo "$out" >&2
 		exit 1

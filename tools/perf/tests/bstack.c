@@ -2,18 +2,24 @@
 /*
  * Tests of the perf bstack payload: records round-trip through
  * bpf_bstack__decode() in both byte orders, and damaged records are
- * rejected with the error that names what is wrong.
+ * rejected with the error that names what is wrong.  And the unwind
+ * table built from the .eh_frame of the C library perf runs with.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <linux/bpf.h>
 #include <linux/compiler.h>
 #include <linux/kernel.h>
 
 #include "debug.h"
 #include "tests.h"
+#include "util/bstack-cfi.h"
 #include "util/bstack-payload.h"
+#include "bpf_skel/bstack.h"
 
 static u64 buf[1024];
 
@@ -250,9 +256,63 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 	return TEST_OK;
 }
 
+/* The row of rows[nr] that covers file offset off */
+static const struct bpf_bstack_cfi_row *row_at(const struct bpf_bstack_cfi_row *rows,
+					       size_t nr, u64 off)
+{
+	const struct bpf_bstack_cfi_row *found = NULL;
+	size_t i;
+
+	for (i = 0; i < nr && rows[i].offset <= off; i++)
+		found = &rows[i];
+	return found;
+}
+
+static int test__bstack_cfi_table(struct test_suite *test __maybe_unused,
+				  int subtest __maybe_unused)
+{
+	struct bpf_bstack_cfi_table_info info;
+	const struct bpf_bstack_cfi_row *row;
+	struct bpf_bstack_cfi_row *rows;
+	size_t nr, i;
+	Dl_info dl;
+	int fd, err;
+
+	/* the libc of this process: qsort's entry is at a known rule */
+	if (!dladdr((void *)qsort, &dl) || !dl.dli_fname || !dl.dli_fbase)
+		return TEST_SKIP;
+	fd = open(dl.dli_fname, O_RDONLY);
+	if (fd < 0)
+		return TEST_SKIP;
+	err = bpf_bstack__cfi_table(fd, &rows, &nr, &info);
+	close(fd);
+	if (err == -EOPNOTSUPP)
+		return TEST_SKIP;	/* built without libdw, or not x86-64 */
+	TEST_ASSERT_VAL("no table for libc", !err);
+	pr_debug("%s: %zu FDEs, %zu rows, %zu invalid, %zu signal, %zu stop, %zu PLT\n",
+		 dl.dli_fname, info.nr_fdes, nr, info.nr_invalid, info.nr_signal,
+		 info.nr_stop, info.nr_plt);
+	TEST_ASSERT_VAL("too few rows", nr > info.nr_fdes && info.nr_fdes > 1000);
+	for (i = 1; i < nr; i++)
+		TEST_ASSERT_VAL("rows out of order", rows[i - 1].offset < rows[i].offset);
+	TEST_ASSERT_VAL("no signal trampoline", info.nr_signal >= 1);
+	TEST_ASSERT_VAL("no stack bottom (clone)", info.nr_stop >= 1);
+	TEST_ASSERT_VAL("no PLT", info.nr_plt >= 1);
+	TEST_ASSERT_VAL("most rows not followed", info.nr_invalid * 10 < nr);
+
+	/* at a function's first instruction the return address is at rsp */
+	row = row_at(rows, nr, (u64)((char *)qsort - (char *)dl.dli_fbase));
+	TEST_ASSERT_VAL("no row for qsort", row);
+	TEST_ASSERT_VAL("qsort's entry is not CFA = rsp + 8",
+			row->cfa_kind == BPF_BSTACK_CFA_RSP && row->cfa_offset == 8 && !row->rbp);
+	free(rows);
+	return TEST_OK;
+}
+
 static struct test_case bstack_tests[] = {
 	TEST_CASE("bstack payload round trip, both byte orders", bstack_payload_roundtrip),
 	TEST_CASE("bstack damaged payloads are rejected", bstack_payload_damaged),
+	TEST_CASE("bstack unwind table of libc", bstack_cfi_table),
 	{ .name = NULL, }
 };
 

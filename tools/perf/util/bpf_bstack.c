@@ -25,6 +25,7 @@
 
 #include "util/bpf_counter.h"
 #include "util/bstack.h"
+#include "util/bstack-cfi.h"
 #include "util/build-id.h"
 #include "util/cap.h"
 #include "util/cpumap.h"
@@ -104,6 +105,7 @@ struct bpf_bstack {
 	u64			nr_user_stacks, nr_kern_stacks;
 	u64			nr_missing_stacks, nr_aged_out;
 	struct bpf_bstack_marks	marks;		/* the DSOs of the stacks, for perf.data */
+	struct bpf_bstack_cfi	*cfi;		/* unwind tables, NULL: frame pointers only */
 };
 
 union bstack_event {
@@ -548,6 +550,30 @@ static int config_task_filter(struct bpf_bstack *b, struct target *target)
 	return 0;
 }
 
+/*
+ * Walk user stacks with the binaries' unwind tables, unless asked not to:
+ * the maps of the tables take no memory then.
+ */
+static int config_cfi(struct bpf_bstack *b)
+{
+	struct bpf_bstack_opts *o = &b->opts;
+	bool cfi = !o->no_cfi && !o->ip_stacks && !o->kernel_only;
+
+	if (cfi && o->cfi_rows <= 0) {
+		pr_err("cfi-rows must be positive\n");
+		return -EINVAL;
+	}
+	b->skel->rodata->cfi = cfi;
+	bpf_program__set_autoload(b->skel->progs.on_newtask_cfi, cfi);
+	bpf_program__set_autoload(b->skel->progs.on_exec, cfi);
+	bpf_program__set_autoload(b->skel->progs.on_dl_change, cfi);
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_rows, cfi ? o->cfi_rows : 1);
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_files, cfi ? 4096 : 1);
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_procs, cfi ? 1024 : 1);
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_asked, cfi ? 1024 : 1);
+	return 0;
+}
+
 static int config_skel(struct bpf_bstack *b, struct target *target)
 {
 	struct bpf_bstack_opts *o = &b->opts;
@@ -582,6 +608,9 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 	bpf_map__set_max_entries(b->skel->maps.bstack_user_ip_stacks, o->map_entries);
 	bpf_map__set_max_entries(b->skel->maps.bstack_counts0, o->count_entries);
 	bpf_map__set_max_entries(b->skel->maps.bstack_counts1, o->count_entries);
+	err = config_cfi(b);
+	if (err)
+		return err;
 
 	if (target->uid != UINT_MAX) {
 		b->skel->rodata->has_uid = 1;
@@ -608,6 +637,11 @@ static int load_skel(struct bpf_bstack *b, struct target *target)
 	if (err) {
 		pr_err("failed to load the BPF program: %s\n", strerror(-err));
 		return err;
+	}
+	if (b->skel->rodata->cfi) {
+		b->cfi = bpf_bstack_cfi__new(b->skel);
+		if (!b->cfi)
+			return -ENOMEM;
 	}
 	if (target->pid)
 		err = add_to_task_filter(b, target->pid);
@@ -651,6 +685,7 @@ void bpf_bstack__delete(struct bpf_bstack *b)
 
 	if (IS_ERR_OR_NULL(b))
 		return;
+	bpf_bstack_cfi__delete(b->cfi);
 	for (i = 0; i < b->nr_links; i++)
 		bpf_link__destroy(b->links[i]);
 	free(b->links);
@@ -735,6 +770,11 @@ void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist)
 
 		bpf_map_update_elem(bpf_map__fd(b->skel->maps.bstack_task_filter),
 				    &pid, &val, BPF_ANY);
+	}
+	/* without the thread, stacks are walked by frame pointer, as with no-cfi */
+	if (b->cfi && bpf_bstack_cfi__start(b->cfi)) {
+		bpf_bstack_cfi__delete(b->cfi);
+		b->cfi = NULL;
 	}
 	b->skel->bss->enabled = 1;
 }
@@ -1135,6 +1175,7 @@ static void print_prog_stats(struct bpf_bstack *b)
 	struct bpf_program *progs[] = {
 		b->skel->progs.on_sample, b->skel->progs.on_tracepoint,
 		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
+		b->skel->progs.on_exec,
 	};
 	u64 taken = max(b->last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL);
 	size_t i;
@@ -1153,6 +1194,28 @@ static void print_prog_stats(struct bpf_bstack *b)
 			(unsigned long long)(info.run_time_ns / info.run_cnt),
 			(unsigned long long)(info.run_time_ns / taken));
 	}
+}
+
+/* How the user stacks were walked, and why the table walks that ended early did */
+static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
+{
+	u64 cfi = s[BPF_BSTACK_STAT_CFI_STACKS];
+
+	if (!b->cfi)
+		return;
+	fprintf(stderr,
+		"[ perf bstack: user stacks: %" PRIu64 " walked with unwind tables (%.1f%% to the bottom), %"
+		PRIu64 " by frame pointer (tables not loaded yet: %" PRIu64 " of them after new code was mapped) ]\n",
+		cfi, bpf_bstack__pct(s[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
+		s[BPF_BSTACK_STAT_FP_STACKS], s[BPF_BSTACK_STAT_CFI_NO_MAP]);
+	if (cfi > s[BPF_BSTACK_STAT_CFI_COMPLETE])
+		fprintf(stderr,
+			"[ perf bstack: table walks ended early at: %" PRIu64 " code without unwind rule, %"
+			PRIu64 " unreadable stack, %" PRIu64 " rules not followed, %" PRIu64
+			" max-stack ]\n",
+			s[BPF_BSTACK_STAT_CFI_NO_ROW], s[BPF_BSTACK_STAT_CFI_UNREADABLE],
+			s[BPF_BSTACK_STAT_CFI_BAD_RULE], s[BPF_BSTACK_STAT_CFI_DEPTH]);
+	bpf_bstack_cfi__summary(b->cfi, stderr);
 }
 
 static void print_summary(struct bpf_bstack *b)
@@ -1180,6 +1243,7 @@ static void print_summary(struct bpf_bstack *b)
 	/* not a loss: a stack that comes back after aging out is written again */
 	pr_debug("%" PRIu64 " stack ids unused for %d drains were forgotten\n",
 		 b->nr_aged_out, BSTACK_WRITTEN_AGE);
+	print_unwind_summary(b, s);
 	print_prog_stats(b);
 	if (b->nr_kern_stacks && b->skel->rodata->kern_build_id)
 		fprintf(stderr, "[ perf bstack: kernel frames %s ]\n",

@@ -33,6 +33,15 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_OFFCPU_LOST]	 = "off-CPU intervals lost (no task storage)",
 	[BPF_BSTACK_STAT_USER_UNSTORED]	 = "user stacks lost (map update failed, not full)",
 	[BPF_BSTACK_STAT_KERN_UNSTORED]	 = "kernel stacks lost (map update failed, not full)",
+	[BPF_BSTACK_STAT_FP_STACKS]	 = "user stacks walked by frame pointer",
+	[BPF_BSTACK_STAT_CFI_STACKS]	 = "user stacks walked with unwind tables",
+	[BPF_BSTACK_STAT_CFI_COMPLETE]	 = "table walks to the bottom of the stack",
+	[BPF_BSTACK_STAT_CFI_NO_MAP]	 = "user stacks left to the kernel: code in no known mapping",
+	[BPF_BSTACK_STAT_CFI_NO_ROW]	 = "table walks ended at code without unwind rule",
+	[BPF_BSTACK_STAT_CFI_UNREADABLE] = "table walks ended at unreadable stack",
+	[BPF_BSTACK_STAT_CFI_BAD_RULE]	 = "table walks ended at a rule not followed",
+	[BPF_BSTACK_STAT_CFI_DEPTH]	 = "table walks cut at max-stack",
+	[BPF_BSTACK_STAT_CFI_FP_FRAMES]	 = "frames walked by frame pointer in table walks",
 };
 
 /* User (or kernel) stacks lost, for whatever reason, by the counters */

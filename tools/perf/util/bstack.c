@@ -66,6 +66,8 @@ static const struct bstack_opt_key {
 	BSTACK_OPT("interval",		BSTACK_OPT_UINT, interval_ms),
 	BSTACK_OPT("no-mmap-tracking",	BSTACK_OPT_FLAG, no_mmap_tracking),
 	BSTACK_OPT("ip-stacks",		BSTACK_OPT_FLAG, ip_stacks),
+	BSTACK_OPT("no-cfi",		BSTACK_OPT_FLAG, no_cfi),
+	BSTACK_OPT("cfi-rows",		BSTACK_OPT_INT,  cfi_rows),
 #undef BSTACK_OPT
 };
 
@@ -76,6 +78,7 @@ void bpf_bstack__opts_init(struct bpf_bstack_opts *opts)
 	opts->max_stack = BPF_BSTACK_MAX_STACK;
 	opts->map_entries = 16384;
 	opts->count_entries = 65536;
+	opts->cfi_rows = 4 << 20;
 }
 
 void bpf_bstack__opts_exit(struct bpf_bstack_opts *opts)

@@ -123,6 +123,8 @@ struct bpf_bstack_opts {
 	bool		kernel_only;
 	bool		no_mmap_tracking;
 	bool		ip_stacks;	/* bench: user stacks as IPs, the cost floor */
+	bool		no_cfi;		/* user stacks by frame pointer only */
+	int		cfi_rows;	/* unwind table rows of all files */
 	unsigned int	interval_ms;
 };
 

@@ -94,6 +94,47 @@ struct {
 	__uint(max_entries, 1);
 } bstack_kern_buf SEC(".maps");
 
+/*
+ * Unwind tables (see bstack.h), filled by user space: the rows of every
+ * file, the files, and the executable mappings of each process.  A
+ * process without an entry is walked by the kernel and asked for.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_cfi_row);
+	__uint(max_entries, 1);
+} bstack_cfi_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_cfi_file);
+	__uint(max_entries, 1);
+} bstack_cfi_files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_cfi_proc);
+	__uint(max_entries, 1);
+} bstack_cfi_procs SEC(".maps");
+
+/* when each process was last asked for, so that it is not asked at every sample */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} bstack_cfi_asked SEC(".maps");
+
+/* tgids whose mappings user space should (re)load */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} bstack_cfi_ask SEC(".maps");
+
 /* tgids (or tids) to sample, resized from user space */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -125,6 +166,7 @@ const volatile int user_build_id = 1;
 const volatile __u32 max_frames = BPF_BSTACK_MAX_STACK;
 const volatile __u32 offcpu_event;
 const volatile int kern_build_id = 1;
+const volatile int cfi;		/* unwind with the tables where a process has them */
 /* set at the first -EINVAL: this kernel has no BPF_F_KERNEL_BUILD_ID */
 int kern_build_id_failed;
 
@@ -226,39 +268,14 @@ static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 	return 0;
 }
 
-/* A stack of (build-id, offset) frames: the user's, or the kernel's */
-static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats *stats,
-					     bool user, __u64 kern_skip)
+/* Hash the nr frames of buf and store them, once */
+static __always_inline __u64 store_frames(struct bpf_bstack_user_stack *buf, __u32 nr,
+					  struct bpf_bstack_stats *stats, bool user)
 {
-	__u64 flags = user ? BPF_F_USER_STACK | BPF_F_USER_BUILD_ID :
-			     BPF_F_KERNEL_BUILD_ID | kern_skip;
 	void *map = user ? (void *)&bstack_user_stacks : (void *)&bstack_kern_bid_stacks;
-	__u32 zero = 0;
-	struct bpf_bstack_user_stack *buf;
 	__u64 h = 0xcbf29ce484222325ULL, ip_frames = 0;
-	long len;
-	__u32 i, nr;
+	__u32 i;
 
-	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
-	if (!buf)
-		return 0;
-
-	len = get_stack(ctx, buf->frame, sizeof(buf->frame[0]), flags);
-	if (!user && len == -EINVAL) {
-		kern_build_id_failed = 1;	/* the caller takes IPs instead */
-		return 0;
-	}
-	if (len == -EFAULT || len == 0) {
-		if (user)
-			stat_inc(stats, BPF_BSTACK_STAT_USER_NONE, 1);
-		return 0;
-	}
-	if (len < 0) {
-		stat_inc(stats, user ? BPF_BSTACK_STAT_USER_ERR : BPF_BSTACK_STAT_KERN_ERR, 1);
-		return 0;
-	}
-
-	nr = len / sizeof(buf->frame[0]);
 	for (i = 0; i < BPF_BSTACK_MAX_STACK; i++) {
 		struct bpf_stack_build_id *f;
 		__u64 *w;
@@ -283,6 +300,354 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	return store_stack(map, h, buf, stats,
 			   user ? BPF_BSTACK_STAT_USER_FULL : BPF_BSTACK_STAT_KERN_FULL,
 			   user ? BPF_BSTACK_STAT_USER_UNSTORED : BPF_BSTACK_STAT_KERN_UNSTORED);
+}
+
+/* A stack of (build-id, offset) frames: the user's, or the kernel's */
+static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats *stats,
+					     bool user, __u64 kern_skip)
+{
+	__u64 flags = user ? BPF_F_USER_STACK | BPF_F_USER_BUILD_ID :
+			     BPF_F_KERNEL_BUILD_ID | kern_skip;
+	__u32 zero = 0;
+	struct bpf_bstack_user_stack *buf;
+	long len;
+
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
+	if (!buf)
+		return 0;
+
+	len = get_stack(ctx, buf->frame, sizeof(buf->frame[0]), flags);
+	if (!user && len == -EINVAL) {
+		kern_build_id_failed = 1;	/* the caller takes IPs instead */
+		return 0;
+	}
+	if (len == -EFAULT || len == 0) {
+		if (user)
+			stat_inc(stats, BPF_BSTACK_STAT_USER_NONE, 1);
+		return 0;
+	}
+	if (len < 0) {
+		stat_inc(stats, user ? BPF_BSTACK_STAT_USER_ERR : BPF_BSTACK_STAT_KERN_ERR, 1);
+		return 0;
+	}
+	if (user)
+		stat_inc(stats, BPF_BSTACK_STAT_FP_STACKS, 1);
+	return store_frames(buf, len / sizeof(buf->frame[0]), stats, user);
+}
+
+/* the x86-64 user registers the walk starts from */
+struct pt_regs___bstack {
+	unsigned long bp;
+	unsigned long sp;
+	unsigned long ip;
+} __attribute__((preserve_access_index));
+
+struct mm_struct___bstack {
+	unsigned long start_stack;
+} __attribute__((preserve_access_index));
+
+/* where a signal trampoline finds the interrupted registers: the ucontext */
+#define UC_MCONTEXT_RBP	(40 + 10 * 8)
+#define UC_MCONTEXT_RSP	(40 + 15 * 8)
+#define UC_MCONTEXT_RIP	(40 + 16 * 8)
+
+/*
+ * The state of a walk.  It lives in a map, not on the BPF stack: the
+ * verifier does not follow the values of map memory, so the loops over
+ * frames and the binary searches converge at once instead of being
+ * explored for every value of their indexes.
+ */
+struct cfi_walk {
+	__u64 pc;
+	__u64 sp;
+	__u64 bp;
+	__u32 tgid;
+	__u32 nr;		/* frames so far */
+	__u32 max;
+	int end;		/* the stat of why the walk ended, 0: still walking */
+	__u32 lo, hi;		/* of a binary search */
+	bool exact;		/* pc is not a return address: the leaf, or after a signal */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct cfi_walk);
+	__uint(max_entries, 1);
+} bstack_cfi_walk SEC(".maps");
+
+/* The executable mapping of proc that holds pc */
+static __always_inline struct bpf_bstack_cfi_map *find_map(struct cfi_walk *w,
+							   struct bpf_bstack_cfi_proc *proc,
+							   __u64 pc)
+{
+	struct bpf_bstack_cfi_map *m;
+	__u32 mid;
+	int i;
+
+	w->lo = 0;
+	w->hi = proc->nr < BPF_BSTACK_CFI_MAPS ? proc->nr : BPF_BSTACK_CFI_MAPS;
+	bpf_for(i, 0, 8) {	/* 2^8 > BPF_BSTACK_CFI_MAPS */
+		if (w->lo >= w->hi)
+			break;
+		mid = ((w->lo + w->hi) / 2) & (BPF_BSTACK_CFI_MAPS - 1);
+		if (proc->map[mid].start <= pc)
+			w->lo = mid + 1;
+		else
+			w->hi = mid;
+	}
+	if (!w->lo)
+		return NULL;
+	m = &proc->map[(w->lo - 1) & (BPF_BSTACK_CFI_MAPS - 1)];
+	return pc < m->end ? m : NULL;
+}
+
+/* The row of file that covers file offset off */
+static __always_inline struct bpf_bstack_cfi_row *find_row(struct cfi_walk *w,
+							   struct bpf_bstack_cfi_file *file,
+							   __u64 off)
+{
+	struct bpf_bstack_cfi_row *row;
+	__u32 mid;
+	int i;
+
+	w->lo = file->first;
+	w->hi = file->first + file->nr;
+	bpf_for(i, 0, 32) {
+		if (w->lo >= w->hi)
+			break;
+		mid = w->lo + (w->hi - w->lo) / 2;
+		row = bpf_map_lookup_elem(&bstack_cfi_rows, &mid);
+		if (!row)
+			return NULL;
+		if (row->offset <= off)
+			w->lo = mid + 1;
+		else
+			w->hi = mid;
+	}
+	if (w->lo == file->first)
+		return NULL;
+	mid = w->lo - 1;
+	return bpf_map_lookup_elem(&bstack_cfi_rows, &mid);
+}
+
+static __always_inline int read_word(__u64 *val, __u64 addr)
+{
+	return bpf_probe_read_user(val, sizeof(*val), (void *)addr);
+}
+
+/* Add the frame of w->pc to buf, as (build-id, offset) where the file has one */
+static __always_inline void add_frame(struct cfi_walk *w, struct bpf_bstack_user_stack *buf,
+				      struct bpf_bstack_cfi_map *m,
+				      struct bpf_bstack_cfi_file *file)
+{
+	__u32 idx = w->nr;
+	struct bpf_stack_build_id *f;
+
+	if (idx >= BPF_BSTACK_MAX_STACK)
+		return;
+	f = &buf->frame[idx];
+	if (file && file->build_id_size) {
+		f->status = BPF_STACK_BUILD_ID_VALID;
+		__builtin_memcpy(f->build_id, file->build_id, sizeof(f->build_id));
+		f->offset = w->pc - m->start + m->pgoff;
+	} else {
+		f->status = BPF_STACK_BUILD_ID_IP;
+		__builtin_memset(f->build_id, 0, sizeof(f->build_id));
+		f->ip = w->pc;
+	}
+	w->nr = idx + 1;
+}
+
+/* The caller's frame by frame pointer: code without a table (vDSO, JIT) */
+static __always_inline int fp_step(struct cfi_walk *w, struct bpf_bstack_stats *stats)
+{
+	__u64 ra, bp;
+
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_FP_FRAMES, 1);
+	if (w->bp <= w->sp)
+		return BPF_BSTACK_STAT_CFI_BAD_RULE;
+	if (read_word(&bp, w->bp) || read_word(&ra, w->bp + 8))
+		return BPF_BSTACK_STAT_CFI_UNREADABLE;
+	if (!ra)
+		return BPF_BSTACK_STAT_CFI_COMPLETE;
+	w->sp = w->bp + 16;
+	w->bp = bp;
+	w->pc = ra;
+	w->exact = false;
+	return 0;
+}
+
+/* The registers a signal interrupted, saved in the ucontext at sp */
+static __always_inline int signal_step(struct cfi_walk *w)
+{
+	if (read_word(&w->bp, w->sp + UC_MCONTEXT_RBP) ||
+	    read_word(&w->pc, w->sp + UC_MCONTEXT_RIP) ||
+	    read_word(&w->sp, w->sp + UC_MCONTEXT_RSP))
+		return BPF_BSTACK_STAT_CFI_UNREADABLE;
+	w->exact = true;	/* the interrupted instruction, not a return address */
+	return w->pc ? 0 : BPF_BSTACK_STAT_CFI_COMPLETE;
+}
+
+/* The caller's frame by the row's rule */
+static __always_inline int row_step(struct cfi_walk *w, struct bpf_bstack_cfi_row *row)
+{
+	__u64 cfa, ra, bp;
+
+	switch (row->cfa_kind) {
+	case BPF_BSTACK_CFA_RSP:
+		cfa = w->sp + row->cfa_offset;
+		break;
+	case BPF_BSTACK_CFA_RBP:
+		cfa = w->bp + row->cfa_offset;
+		break;
+	case BPF_BSTACK_CFA_PLT:
+		cfa = w->sp + 8 + ((w->pc & 15) >= row->cfa_offset ? 8 : 0);
+		break;
+	case BPF_BSTACK_CFA_SIGNAL:
+		return signal_step(w);
+	case BPF_BSTACK_CFA_STOP:
+		return BPF_BSTACK_STAT_CFI_COMPLETE;
+	case BPF_BSTACK_CFA_NO_FDE:
+		/* a PLT stub has pushed nothing; elsewhere, there is no telling */
+		if (!w->exact)
+			return BPF_BSTACK_STAT_CFI_NO_ROW;
+		cfa = w->sp + 8;
+		break;
+	default:
+		return BPF_BSTACK_STAT_CFI_BAD_RULE;
+	}
+	/* the caller's frame is above this one: a rule that says otherwise is wrong here */
+	if (cfa <= w->sp)
+		return BPF_BSTACK_STAT_CFI_BAD_RULE;
+	if (read_word(&ra, cfa - 8))
+		return BPF_BSTACK_STAT_CFI_UNREADABLE;
+	if (row->rbp) {
+		if (read_word(&bp, cfa - 8 * (__u64)row->rbp))
+			return BPF_BSTACK_STAT_CFI_UNREADABLE;
+		w->bp = bp;
+	}
+	if (!ra)
+		return BPF_BSTACK_STAT_CFI_COMPLETE;
+	w->sp = cfa;
+	w->pc = ra;
+	w->exact = false;
+	return 0;
+}
+
+/* One frame of the walk, by bpf_loop(): 1 stops it */
+static long cfi_step(__u64 i, void *ctx)
+{
+	struct bpf_bstack_user_stack *buf;
+	struct bpf_bstack_cfi_proc *proc;
+	struct bpf_bstack_cfi_file *file = NULL;
+	struct bpf_bstack_cfi_map *m;
+	struct bpf_bstack_cfi_row *row;
+	struct bpf_bstack_stats *stats;
+	struct cfi_walk *w;
+	__u32 zero = 0;
+	__u64 pc;
+
+	w = bpf_map_lookup_elem(&bstack_cfi_walk, &zero);
+	if (!w)
+		return 1;
+	pc = w->exact ? w->pc : w->pc - 1;	/* a call may end its function */
+	if (w->nr >= w->max) {
+		w->end = BPF_BSTACK_STAT_CFI_DEPTH;
+		return 1;
+	}
+	stats = bpf_map_lookup_elem(&bstack_stats, &zero);
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
+	proc = bpf_map_lookup_elem(&bstack_cfi_procs, &w->tgid);
+	if (!buf || !proc) {
+		w->end = BPF_BSTACK_STAT_CFI_NO_MAP;
+		return 1;
+	}
+	m = find_map(w, proc, pc);
+	if (!m) {
+		w->end = BPF_BSTACK_STAT_CFI_NO_MAP;
+		return 1;
+	}
+	if (m->file != BPF_BSTACK_CFI_NO_FILE)
+		file = bpf_map_lookup_elem(&bstack_cfi_files, &m->file);
+	add_frame(w, buf, m, file);
+	if (!file || !file->nr) {
+		w->end = fp_step(w, stats);
+		return w->end ? 1 : 0;
+	}
+	row = find_row(w, file, pc - m->start + m->pgoff);
+	if (!row) {
+		w->end = BPF_BSTACK_STAT_CFI_NO_ROW;
+		return 1;
+	}
+	w->end = row_step(w, row);
+	return w->end ? 1 : 0;
+}
+
+/*
+ * Ask user space for the mappings of tgid, at most once in 10 ms: it may
+ * be new, or have mapped new code since.
+ */
+static __always_inline void ask_mappings(__u32 tgid)
+{
+	__u64 now = bpf_ktime_get_ns(), *last;
+
+	last = bpf_map_lookup_elem(&bstack_cfi_asked, &tgid);
+	if (last && now - *last < 10 * 1000 * 1000)
+		return;
+	bpf_map_update_elem(&bstack_cfi_asked, &tgid, &now, BPF_ANY);
+	bpf_ringbuf_output(&bstack_cfi_ask, &tgid, sizeof(tgid), 0);
+}
+
+/*
+ * The user stack walked with the unwind tables into *hash (0: none), or
+ * false when the process has no tables yet: then the kernel walks it.
+ */
+static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u64 *hash)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs___bstack *regs;
+	struct bpf_bstack_user_stack *buf;
+	struct bpf_bstack_cfi_proc *proc;
+	__u32 zero = 0, tgid;
+	struct cfi_walk *w;
+
+	w = bpf_map_lookup_elem(&bstack_cfi_walk, &zero);
+	if (!w)
+		return false;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	proc = bpf_map_lookup_elem(&bstack_cfi_procs, &tgid);
+	if (!task->mm)
+		return false;
+	/* none yet, or of the image before an exec that raced with user space */
+	if (!proc || proc->start_stack != BPF_CORE_READ((struct mm_struct___bstack *)task->mm,
+							start_stack)) {
+		ask_mappings(tgid);
+		return false;
+	}
+	regs = (struct pt_regs___bstack *)bpf_task_pt_regs(task);
+	w->tgid = tgid;
+	w->pc = BPF_CORE_READ(regs, ip);
+	w->sp = BPF_CORE_READ(regs, sp);
+	w->bp = BPF_CORE_READ(regs, bp);
+	w->exact = true;
+	w->max = max_depth();
+	w->nr = 0;
+	w->end = 0;
+	bpf_loop(BPF_BSTACK_MAX_STACK, cfi_step, NULL, 0);
+	if (!w->end)
+		w->end = BPF_BSTACK_STAT_CFI_DEPTH;
+	if (w->end == BPF_BSTACK_STAT_CFI_NO_MAP) {
+		/* new code (dlopen, JIT): the mappings are out of date, the kernel walks */
+		stat_inc(stats, BPF_BSTACK_STAT_CFI_NO_MAP, 1);
+		ask_mappings(tgid);
+		return false;
+	}
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
+	stat_inc(stats, w->end, 1);
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
+	*hash = buf ? store_frames(buf, w->nr, stats, true) : 0;
+	return true;
 }
 
 /* a stack of IPs: the kernel's, or the user's with --ip-stacks */
@@ -363,7 +728,9 @@ static __always_inline void count_key(struct bpf_bstack_key *key,
 static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 					struct bpf_bstack_stats *stats, __u64 kern_skip)
 {
-	if (user_stack && user_build_id)
+	if (user_stack && user_build_id && cfi && store_cfi_stack(stats, &key->user_stack))
+		;	/* walked with the tables */
+	else if (user_stack && user_build_id)
 		key->user_stack = store_bid_stack(ctx, stats, true, 0);
 	else if (user_stack)
 		key->user_stack = store_ip_stack(ctx, stats, &bstack_user_ip_stacks,
@@ -519,6 +886,63 @@ int on_newtask(u64 *ctx)
 	pid = task->tgid;
 	if (!(clone_flags & CLONE_THREAD))
 		bpf_map_update_elem(&bstack_task_filter, &pid, &val, BPF_NOEXIST);
+	return 0;
+}
+
+/* a forked process has its parent's mappings: it is unwound from its first sample */
+SEC("tp_btf/task_newtask")
+int on_newtask_cfi(u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	struct bpf_bstack_cfi_proc *proc;
+	__u32 parent, child;
+
+	if (!cfi || (ctx[1] & CLONE_THREAD))
+		return 0;
+	parent = bpf_get_current_pid_tgid() >> 32;
+	child = task->tgid;
+	proc = bpf_map_lookup_elem(&bstack_cfi_procs, &parent);
+	if (proc)
+		bpf_map_update_elem(&bstack_cfi_procs, &child, proc, BPF_ANY);
+	else
+		bpf_map_delete_elem(&bstack_cfi_procs, &child);	/* of a reused pid */
+	return 0;
+}
+
+/*
+ * The mappings of tgid changed (or are about to): forget them, and ask for
+ * them again at once.
+ */
+static __always_inline void mappings_changed(__u32 tgid)
+{
+	bpf_map_delete_elem(&bstack_cfi_procs, &tgid);
+	bpf_map_delete_elem(&bstack_cfi_asked, &tgid);
+	ask_mappings(tgid);
+}
+
+/*
+ * Attached by user space to _dl_debug_state() of each dynamic linker the
+ * processes use: the function debuggers break on, which the dynamic
+ * linker calls before and after dlopen() or dlclose() change the link map.
+ * Code may now be mapped where other code was.
+ */
+SEC("uprobe")
+int on_dl_change(struct pt_regs *ctx)
+{
+	if (cfi && enabled && task_selected())
+		mappings_changed(bpf_get_current_pid_tgid() >> 32);
+	return 0;
+}
+
+/* an exec replaces the mappings: ask for the new ones at once */
+SEC("tp_btf/sched_process_exec")
+int on_exec(u64 *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!cfi || !enabled || !task_selected())
+		return 0;
+	mappings_changed(tgid);
 	return 0;
 }
 

@@ -29,6 +29,15 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_OFFCPU_LOST,	/* no task storage: off-CPU time lost */
 	BPF_BSTACK_STAT_USER_UNSTORED,	/* user stack map update failed, not full */
 	BPF_BSTACK_STAT_KERN_UNSTORED,	/* kernel stack map update failed, not full */
+	BPF_BSTACK_STAT_FP_STACKS,	/* user stacks walked by the kernel (frame pointers) */
+	BPF_BSTACK_STAT_CFI_STACKS,	/* user stacks walked with the unwind tables */
+	BPF_BSTACK_STAT_CFI_COMPLETE,	/* ... down to the bottom of the stack */
+	BPF_BSTACK_STAT_CFI_NO_MAP,	/* a PC in no known mapping: left to the kernel */
+	BPF_BSTACK_STAT_CFI_NO_ROW,	/* ... ended at a PC no table row covers */
+	BPF_BSTACK_STAT_CFI_UNREADABLE,	/* ... ended: stack memory not readable */
+	BPF_BSTACK_STAT_CFI_BAD_RULE,	/* ... ended: a rule not followed, no progress */
+	BPF_BSTACK_STAT_CFI_DEPTH,	/* ... cut at the maximum depth */
+	BPF_BSTACK_STAT_CFI_FP_FRAMES,	/* frames walked by frame pointer: no table */
 	BPF_BSTACK_STAT_MAX,
 };
 
@@ -76,6 +85,68 @@ struct bpf_bstack_user_stack {
 struct bpf_bstack_kern_stack {
 	__u64 nr;
 	__u64 ip[BPF_BSTACK_MAX_STACK];
+};
+
+/*
+ * Unwinding by the binaries' own tables (.eh_frame), for code without
+ * frame pointers.  User space builds one table per file from its CFI and
+ * one list of executable mappings per process; the BPF program walks the
+ * stack with them and gives each frame as (build-id, file offset), as
+ * bpf_get_stack(BPF_F_USER_BUILD_ID) does.
+ *
+ * A row covers the file offsets from its own to the next row's.  Its rule
+ * gives the CFA (the caller's stack pointer); the return address is at
+ * CFA - 8, and the caller's rbp at CFA - 8 * rbp when rbp is not 0.
+ */
+enum bpf_bstack_cfa_kind {
+	BPF_BSTACK_CFA_INVALID,		/* no rule the walk can follow: the walk ends */
+	BPF_BSTACK_CFA_RSP,		/* CFA = rsp + offset */
+	BPF_BSTACK_CFA_RBP,		/* CFA = rbp + offset */
+	BPF_BSTACK_CFA_PLT,		/* CFA = rsp + 8, + 8 once (rip & 15) >= offset */
+	BPF_BSTACK_CFA_SIGNAL,		/* a signal trampoline: registers in the ucontext */
+	BPF_BSTACK_CFA_STOP,		/* return address undefined: the bottom */
+	BPF_BSTACK_CFA_NO_FDE,		/* code no FDE covers (.plt.got, entry code):
+					 * CFA = rsp + 8 at an interrupted
+					 * instruction, else the walk ends
+					 */
+};
+
+struct bpf_bstack_cfi_row {
+	__u32 offset;			/* file offset of the first byte covered */
+	__u8 cfa_kind;			/* enum bpf_bstack_cfa_kind */
+	__u8 rbp;			/* rbp saved at CFA - 8 * rbp; 0: unchanged */
+	__u16 cfa_offset;
+};
+
+/* a file with a table: rows [first, first + nr) of bstack_cfi_rows */
+struct bpf_bstack_cfi_file {
+	__u8 build_id[20];
+	__u32 build_id_size;		/* 0: frames as IPs */
+	__u32 first;
+	__u32 nr;			/* 0: no table, walk by frame pointer */
+};
+
+#define BPF_BSTACK_CFI_MAPS	128	/* executable mappings of a process */
+#define BPF_BSTACK_CFI_NO_FILE	0xffffffffU	/* vDSO, JIT: frame pointers, IPs */
+
+struct bpf_bstack_cfi_map {
+	__u64 start;
+	__u64 end;
+	__u64 pgoff;			/* file offset of start */
+	__u32 file;			/* index in bstack_cfi_files */
+	__u32 reserved;
+};
+
+/*
+ * The executable mappings of a process, sorted by address.  start_stack
+ * (of /proc/PID/stat, randomized at each exec) tells whether they are
+ * still those of the process's image.
+ */
+struct bpf_bstack_cfi_proc {
+	__u32 nr;
+	__u32 reserved;
+	__u64 start_stack;
+	struct bpf_bstack_cfi_map map[BPF_BSTACK_CFI_MAPS];
 };
 
 #endif /* __BPF_SKEL_BSTACK_H */

@@ -42,7 +42,7 @@ bstack_build_workload() {
 		echo "workload sources not found beside $0"
 		return 1
 	fi
-	bstack_require_tools clang make
+	bstack_require_tools clang gcc make
 	make -s -C "$src" OUT="$1"
 }
 

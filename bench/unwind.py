@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""perf bstack on code without frame pointers: stacks, bytes and cost.
+
+  python3 bench/unwind.py [--smoke] [--repeats N] [--out bench/RESULTS-unwind.md]
+
+Programs: Debian's xz, perl, sort and python3 (built without frame
+pointers, as the distribution builds them) and bstack_nofp, a gcc -O2
+-fomit-frame-pointer workload whose hot function is called back by
+libc's qsort().
+
+Stacks: perf bstack record (unwind tables) watches the very run that perf
+record --call-graph dwarf records (bstack follows the perf record it
+starts and its children; only the program's samples are compared), and
+so does perf bstack record --no-cfi that perf record -g records.  A stack
+"reaches main" when it holds a frame below __libc_start_call_main (the
+programs are stripped: main has no name).
+
+Cost: each profiler records the program alone, interleaved, --repeats
+times: the perf.data bytes per sample, perf's CPU time while recording,
+the BPF programs' run time (kernel.bpf_stats_enabled) and the report's
+CPU time.  This machine is noisy: read the ratios, not the times.
+"""
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERF = os.path.join(TOP, "perf")
+BUILD = os.path.join(TOP, "build", "bench-unwind")
+FREQ = "499"
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace", **kw)
+
+
+def programs(tmp, smoke):
+    size = 3 if smoke else 30
+    text = os.path.join(tmp, "text")
+    with open(text, "wb") as f:
+        data = sh(["sh", "-c", "head -c %d /dev/urandom | base64" % (size * 750000)]).stdout
+        f.write(data.encode())
+    loop = 300000 if smoke else 3000000
+    return {
+        "xz -6 -T1": ["xz", "-6", "-T1", "-k", "-f", text],
+        "perl loop": ["perl", "-e", "my %%h; $h{$_ %% 1000} .= 'x' for 1..%d" % loop],
+        "sort": ["sort", "-S", "64M", "-o", os.devnull, text],
+        "python3 loop": ["python3", "-c",
+                         "d = {}\nfor i in range(%d): d[i %% 997] = str(i)" % loop],
+        "bstack_nofp": [os.path.join(BUILD, "bstack_nofp"), "1" if smoke else "5"],
+    }
+
+
+def comm_of(cmd):
+    return os.path.basename(cmd[0])[:15]
+
+
+def folded_bstack(data):
+    """{stack: count} of perf bstack report --folded"""
+    out = sh([PERF, "bstack", "report", "-i", data, "--folded"]).stdout
+    stacks = {}
+    for line in out.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack and n.isdigit():
+            stacks[stack] = stacks.get(stack, 0) + int(n)
+    return stacks
+
+
+def folded_script(data):
+    """{stack: count} of perf script's callchains, outermost first"""
+    out = sh([PERF, "script", "-i", data, "-F", "comm,ip,sym"]).stdout
+    stacks, comm, frames = {}, None, []
+
+    def flush():
+        if comm is not None:
+            key = ";".join([comm] + frames[::-1])
+            stacks[key] = stacks.get(key, 0) + 1
+
+    for line in out.splitlines():
+        if not line.strip():
+            flush()
+            comm, frames = None, []
+        elif not line[0].isspace():
+            flush()
+            comm, frames = line.strip().split()[0], []
+        else:
+            parts = line.split(None, 1)
+            frames.append(parts[1].strip() if len(parts) > 1 else "[unknown]")
+    flush()
+    return stacks
+
+
+def reach(stacks, comm):
+    """(% of comm's samples reaching main, mean depth, samples)"""
+    total = main = depth = 0
+    for stack, n in stacks.items():
+        frames = stack.split(";")
+        if frames[0] != comm:
+            continue
+        total += n
+        depth += n * (len(frames) - 1)
+        names = frames[1:]
+        if "__libc_start_call_main" in names and \
+                names.index("__libc_start_call_main") < len(names) - 1:
+            main += n
+    if not total:
+        return 0.0, 0.0, 0
+    return 100.0 * main / total, depth / total, total
+
+
+def top_chains(stacks, comm, n=3):
+    own = sorted(((c, s) for s, c in stacks.items() if s.split(";")[0] == comm), reverse=True)
+    return [(c, s) for c, s in own[:n]]
+
+
+def same_run(cmd, tmp, bstack_extra, record_args):
+    """bstack and perf record watching one run of cmd"""
+    b = os.path.join(tmp, "same-b.data")
+    r = os.path.join(tmp, "same-r.data")
+    sh([PERF, "bstack", "record", "-q", "-F", FREQ, "-o", b] + bstack_extra + ["--", PERF,
+       "record", "-q", "-F", FREQ, "-e", "cpu-clock", "-o", r] + record_args + ["--"] + cmd)
+    return folded_bstack(b), folded_script(r)
+
+
+def cpu_of(fn):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    fn()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+PROFILERS = {
+    "record dwarf": (["record", "-q", "-F", FREQ, "-e", "cpu-clock", "--call-graph", "dwarf"],
+                     ["report", "--stdio", "--no-children"]),
+    "record -g": (["record", "-q", "-F", FREQ, "-e", "cpu-clock", "-g"],
+                  ["report", "--stdio", "--no-children"]),
+    "bstack": (["bstack", "record", "-F", FREQ], ["bstack", "report", "--stdio"]),
+    "bstack --no-cfi": (["bstack", "record", "-F", FREQ, "--no-cfi"],
+                        ["bstack", "report", "--stdio"]),
+}
+
+
+def bpf_ns(err):
+    """total BPF run time of the end-of-run lines of perf bstack record"""
+    ns = 0
+    for m in re.finditer(r"ran (\d+) times, (\d+) ns per run", err):
+        ns += int(m.group(1)) * int(m.group(2))
+    return ns, re.search(r"on_sample ran \d+ times, (\d+) ns per run", err)
+
+
+def cost_once(name, cmd, tmp):
+    rec, rep = PROFILERS[name]
+    data = os.path.join(tmp, "cost.data")
+    res = {}
+    r = None
+
+    def record():
+        nonlocal r
+        r = sh([PERF] + rec + ["-o", data, "--"] + cmd)
+
+    # the program's own CPU time is in this figure too: subtract a bare run's
+    res["record cpu"] = cpu_of(record)
+    res["bpf s"], per_run = bpf_ns(r.stderr)
+    res["bpf s"] /= 1e9
+    res["bpf ns/sample"] = int(per_run.group(1)) if per_run else None
+    res["bytes"] = os.path.getsize(data)
+    m = re.search(r"\((\d+) samples\)", r.stderr)
+    res["samples"] = int(m.group(1)) if m else None
+    if name.startswith("bstack"):
+        m = re.search(r"perf bstack: (\d+) samples", r.stderr)
+        res["samples"] = int(m.group(1)) if m else None
+    res["report cpu"] = cpu_of(lambda: sh([PERF] + rep + ["-i", data]))
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(TOP, "bench", "RESULTS-unwind.md"))
+    opts = ap.parse_args()
+    os.makedirs(BUILD, exist_ok=True)
+    r = sh(["make", "-s", "-C", os.path.join(TOP, "tools/perf/tests/bstack"), "OUT=" + BUILD])
+    if r.returncode:
+        sys.exit(r.stderr)
+    open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
+    lines = ["# perf bstack on code without frame pointers", "",
+             "`python3 bench/unwind.py%s --repeats %d`, %d Hz.  %s" %
+             (" --smoke" if opts.smoke else "", opts.repeats, int(FREQ),
+              __doc__.split("\n\n")[2].replace("\n", " ")), ""]
+    with tempfile.TemporaryDirectory() as tmp:
+        progs = programs(tmp, opts.smoke)
+        lines += ["## Stacks, profilers watching the same run", "",
+                  "| program | record -g | --call-graph dwarf | bstack --no-cfi | bstack | bstack vs dwarf |",
+                  "|---|---|---|---|---|---|"]
+        chains = []
+        for prog, cmd in progs.items():
+            comm = comm_of(cmd)
+            b, d = same_run(cmd, tmp, [], ["--call-graph", "dwarf"])
+            fb, g = same_run(cmd, tmp, ["--no-cfi"], ["-g"])
+            cells = []
+            for st in (g, d, fb, b):
+                pct, depth, n = reach(st, comm)
+                cells.append("%.0f %%, %.1f (%d)" % (pct, depth, n))
+            rb, rd = reach(b, comm)[0], reach(d, comm)[0]
+            cells.append("%.2fx" % (rb / rd) if rd else "-")
+            lines.append("| %s | %s |" % (prog, " | ".join(cells)))
+            chains.append((prog, top_chains(b, comm), top_chains(d, comm)))
+        lines += ["", "Cells: share of the program's samples reaching main, mean frames, "
+                  "(samples).  Target: bstack reaches main in >= 90 % of the samples where "
+                  "dwarf does (last column >= 0.90).", "",
+                  "### Top call chains, side by side", ""]
+        for prog, cb, cd in chains:
+            lines.append("%s:" % prog)
+            lines.append("")
+            lines.append("```")
+            for who, cs in (("bstack", cb), ("dwarf ", cd)):
+                for c, s in cs:
+                    lines.append("%s %6d %s" % (who, c, s[-300:]))
+            lines.append("```")
+            lines.append("")
+
+        lines += ["## Cost, each profiler alone, interleaved", "",
+                  "| program | profiler | bytes/sample | x dwarf | record CPU s | BPF s | report CPU s | total x dwarf | BPF ns/sample |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for prog, cmd in progs.items():
+            bare = statistics.median(cpu_of(lambda: sh(cmd)) for _ in range(opts.repeats))
+            res = {p: [] for p in PROFILERS}
+            for _ in range(opts.repeats):
+                for p in PROFILERS:
+                    res[p].append(cost_once(p, cmd, tmp))
+            med = {}
+            for p, rs in res.items():
+                med[p] = {}
+                for k in rs[0]:
+                    vals = [x[k] for x in rs if x[k] is not None]
+                    med[p][k] = statistics.median(vals) if vals else None
+                m = med[p]
+                m["bps"] = m["bytes"] / m["samples"] if m["samples"] else None
+                # perf's own CPU: the recording's minus the bare program's
+                m["total"] = max(m["record cpu"] - bare, 0) + m["bpf s"] + m["report cpu"]
+            dw = med["record dwarf"]
+            for p, m in med.items():
+                lines.append("| %s | %s | %s | %s | %.2f | %.3f | %.2f | %s | %s |" % (
+                    prog, p, "%.0f" % m["bps"] if m["bps"] else "-",
+                    "%.3f" % (m["bps"] / dw["bps"]) if m["bps"] and dw["bps"] else "-",
+                    max(m["record cpu"] - bare, 0), m["bpf s"], m["report cpu"],
+                    "%.2f" % (m["total"] / dw["total"]) if dw["total"] else "-",
+                    m["bpf ns/sample"] if m["bpf ns/sample"] else "-"))
+        lines += ["", "Targets: bytes per sample <= 0.05x dwarf; total cost (perf's CPU while "
+                  "recording above the bare program, + BPF run time + report CPU) <= 0.25x "
+                  "dwarf's.", ""]
+    with open(opts.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+#!/bin/bash
+# perf bstack unwinds code without frame pointers (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+#
+# Distribution binaries have no frame pointers: the BPF program walks
+# their stacks with the unwind tables of .eh_frame.  A workload built with
+# gcc -O2 -fomit-frame-pointer, whose hot function is called back by
+# libc's qsort(), and Debian's xz must give whole stacks, from the sampled
+# function down to main, resolved after the workload's binary is deleted.
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+bstack_require_tools gcc xz
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack unwind test"
+
+bstack_build_workload "$tmp" || exit 1
+perf="perf --buildid-dir $tmp/cache"
+
+# share of the samples of folded file $1 matching $2 that also match $3, in %
+share() {
+	all=$(bstack_folded_sum "$1" "$2")
+	part=$(bstack_folded_sum "$1" "$3")
+	echo "$part of $all" >&2
+	[ "$all" -gt 0 ] || { echo 0; return; }
+	echo $((part * 100 / all))
+}
+
+# a whole stack of the workload, caller first: main down to the callback
+whole='^bstack_nofp;.*;main;nofp_outer;nofp_sort;[^;]*qsort[^;]*;(.*;)?nofp_compare [0-9]+$'
+
+test_whole_stacks() {
+	echo "stacks through libc's qsort() reach main, the binary deleted"
+	mkdir "$tmp/run"
+	cp "$tmp/bstack_nofp" "$tmp/run/"
+	$perf bstack record -F 499 -o "$tmp/nofp.data" -- "$tmp/run/bstack_nofp" 3 signal \
+		2> "$tmp/nofp.err" || { fail "record"; cat "$tmp/nofp.err"; return; }
+	rm -r "$tmp/run"
+	grep -q 'walked with unwind tables' "$tmp/nofp.err" ||
+		fail "the summary does not say how stacks were walked"
+	$perf bstack report -i "$tmp/nofp.data" --folded > "$tmp/nofp.folded" 2> /dev/null
+	pct=$(share "$tmp/nofp.folded" 'nofp_compare [0-9]+$' "$whole")
+	[ "$pct" -ge 90 ] || fail "only $pct% of the samples in nofp_compare reach main"
+	# the handler's stacks go on through the signal frame into main's
+	grep -qE '^bstack_nofp;.*;main;nofp_outer;.*;__restore_rt;nofp_handler;nofp_sort;' \
+		"$tmp/nofp.folded" || fail "no stack goes through the signal frame"
+}
+
+test_no_cfi() {
+	echo "--no-cfi walks by frame pointer only, as before"
+	$perf bstack record -q --no-cfi -F 499 -o "$tmp/fp.data" -- "$tmp/bstack_nofp" 1 \
+		2> /dev/null || { fail "record --no-cfi"; return; }
+	$perf bstack report -i "$tmp/fp.data" --folded > "$tmp/fp.folded" 2> /dev/null
+	pct=$(share "$tmp/fp.folded" 'nofp_compare [0-9]+$' "$whole")
+	[ "$pct" -lt 50 ] || fail "$pct% reach main by frame pointer: is the workload built without?"
+}
+
+test_debian_xz() {
+	echo "Debian's xz: stacks from liblzma down to main"
+	head -c 3000000 /dev/urandom | base64 > "$tmp/xz.in"
+	$perf bstack record -F 499 -o "$tmp/xz.data" -- xz -6 -T1 -k -f "$tmp/xz.in" \
+		2> /dev/null || { fail "record xz"; return; }
+	$perf bstack report -i "$tmp/xz.data" --folded > "$tmp/xz.folded" 2> /dev/null
+	# xz is stripped: main is the frame after __libc_start_call_main
+	pct=$(share "$tmp/xz.folded" '^xz;' '^xz;.*__libc_start_call_main;[^;]+;.*lzma_code;')
+	[ "$pct" -ge 90 ] || fail "only $pct% of xz's samples go from lzma_code to main"
+}
+
+test_whole_stacks
+test_no_cfi
+test_debian_xz
+
+[ $err = 0 ] && echo "perf bstack unwind test [Success]"
+exit $err

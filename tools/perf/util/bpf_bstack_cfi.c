@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * perf record --bstack: load the unwind tables of the processes the BPF
+ * program walks.
+ *
+ * The BPF program asks, through a ring buffer, for each process it has no
+ * mappings of (a new one, one that exec'd, or one that mapped new code).
+ * A thread reads the process's executable mappings from /proc/PID/maps,
+ * builds the table of each file it has not seen (libc's once for all
+ * processes), reaching the file through /proc/PID/map_files, so that
+ * binaries deleted or replaced since, or in another mount namespace, are
+ * read as the process maps them, and gives the BPF program the process's
+ * list of mappings.
+ */
+#define pr_fmt(fmt) "perf bstack: " fmt
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <linux/bpf.h>
+#include <linux/compiler.h>
+#include <linux/err.h>
+#include <linux/kernel.h>
+#include <linux/zalloc.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "util/bstack-cfi.h"
+#include "util/build-id.h"
+#include "util/debug.h"
+#include "util/hashmap.h"
+#include "util/symbol.h"
+
+#include "bpf_skel/bstack.h"
+#include "bpf_skel/bstack.skel.h"
+
+/* A file seen in some process, by device and inode */
+struct cfi_file_key {
+	u64	dev;
+	u64	ino;
+};
+
+struct bpf_bstack_cfi {
+	struct bstack_bpf	*skel;
+	struct ring_buffer	*ask;
+	pthread_t		thread;
+	bool			running;
+	bool			stop;		/* READ_ONCE(): set by another thread */
+	struct bpf_bstack_cfi_row *rows;	/* bstack_cfi_rows, mmap'ed */
+	size_t			rows_size;
+	u32			nr_rows, max_rows;
+	u32			nr_files, max_files;
+	struct hashmap		*files;		/* struct cfi_file_key * -> file index */
+	struct bpf_link		*dl_links[8];	/* on each dynamic linker seen */
+	int			nr_dl_links;
+	/* for the summary */
+	u64			nr_loads, nr_load_errors;
+	u32			nr_no_table, nr_table_full, nr_too_many_maps;
+};
+
+static u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static size_t file_key_hash(long key, void *ctx __maybe_unused)
+{
+	const struct cfi_file_key *k = (const void *)key;
+
+	return (k->dev * 0x9e3779b97f4a7c15ULL) ^ k->ino;
+}
+
+static bool file_key_equal(long a, long b, void *ctx __maybe_unused)
+{
+	return !memcmp((const void *)a, (const void *)b, sizeof(struct cfi_file_key));
+}
+
+/* Rows into the shared array, and the file entry that points at them */
+static int add_file_rows(struct bpf_bstack_cfi *cfi, struct bpf_bstack_cfi_file *f, int fd)
+{
+	struct bpf_bstack_cfi_row *rows = NULL;
+	size_t nr = 0;
+	int err;
+
+	err = bpf_bstack__cfi_table(fd, &rows, &nr, NULL);
+	if (err) {
+		cfi->nr_no_table++;	/* walked by frame pointer */
+		return 0;
+	}
+	if (nr > cfi->max_rows - cfi->nr_rows) {
+		cfi->nr_table_full++;
+		free(rows);
+		return 0;
+	}
+	memcpy(cfi->rows + cfi->nr_rows, rows, nr * sizeof(*rows));
+	f->first = cfi->nr_rows;
+	f->nr = nr;
+	cfi->nr_rows += nr;
+	free(rows);
+	return 0;
+}
+
+/*
+ * A dynamic linker tells debuggers of each dlopen() and dlclose() by
+ * calling _dl_debug_state(): follow it, so that a library loaded where
+ * another one was is not unwound with the other's table.  Each dynamic
+ * linker file (a container has its own) gets its uprobe once.
+ */
+static void follow_dynamic_linker(struct bpf_bstack_cfi *cfi, const char *path,
+				  const char *name)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
+	const char *base = strrchr(name, '/');
+	struct bpf_link *link;
+
+	if (!base || strncmp(base + 1, "ld-", 3) || cfi->nr_dl_links == ARRAY_SIZE(cfi->dl_links))
+		return;
+	link = bpf_program__attach_uprobe_opts(cfi->skel->progs.on_dl_change, -1, path, 0,
+					       &opts);
+	if (!link) {
+		pr_debug("no uprobe on _dl_debug_state of %s: %m\n", name);
+		return;
+	}
+	cfi->dl_links[cfi->nr_dl_links++] = link;
+}
+
+/*
+ * The index of the file mapped at start-end in pid: its table is built
+ * the first time it is seen.  BPF_BSTACK_CFI_NO_FILE if it cannot be read.
+ */
+static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
+		      const struct cfi_file_key *key, const char *name)
+{
+	struct bpf_bstack_cfi_file f = {};
+	struct cfi_file_key *k;
+	struct build_id bid;
+	char path[64];
+	long idx;
+	u32 i;
+	int fd;
+
+	if (hashmap__find(cfi->files, key, &idx))
+		return idx;
+	if (cfi->nr_files == cfi->max_files)
+		return BPF_BSTACK_CFI_NO_FILE;
+	/* the file as mapped: deleted, replaced or in another namespace */
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, start, end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return BPF_BSTACK_CFI_NO_FILE;
+	if (filename__read_build_id(path, &bid) > 0 && bid.size <= sizeof(f.build_id)) {
+		memcpy(f.build_id, bid.data, bid.size);
+		f.build_id_size = bid.size;
+	}
+	add_file_rows(cfi, &f, fd);
+	close(fd);
+	follow_dynamic_linker(cfi, path, name);
+
+	k = malloc(sizeof(*k));
+	if (!k)
+		return BPF_BSTACK_CFI_NO_FILE;
+	*k = *key;
+	i = cfi->nr_files;
+	if (bpf_map_update_elem(bpf_map__fd(cfi->skel->maps.bstack_cfi_files), &i, &f, BPF_ANY) ||
+	    hashmap__add(cfi->files, k, i)) {
+		free(k);
+		return BPF_BSTACK_CFI_NO_FILE;
+	}
+	cfi->nr_files++;
+	return i;
+}
+
+/* start_stack of /proc/PID/stat, the 28th field: it changes at each exec */
+static int read_start_stack(int pid, __u64 *start_stack)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EINVAL;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* the comm may hold spaces */
+	for (i = 3; p && i <= 28; i++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return -EINVAL;
+	*start_stack = strtoull(p + 1, NULL, 10);
+	return 0;
+}
+
+/* One line of /proc/PID/maps, if it maps code, into proc */
+static void add_mapping(struct bpf_bstack_cfi *cfi, int pid, struct bpf_bstack_cfi_proc *proc,
+			const char *line)
+{
+	struct bpf_bstack_cfi_map *m;
+	struct cfi_file_key key;
+	unsigned int major, minor;
+	u64 start, end, pgoff, ino;
+	char perms[5];
+	int pos = 0;
+
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n",
+		   &start, &end, perms, &pgoff, &major, &minor, &ino, &pos) < 7 ||
+	    perms[2] != 'x' || !strncmp(line + pos, "[vsyscall]", 10))
+		return;
+	if (proc->nr == BPF_BSTACK_CFI_MAPS) {
+		cfi->nr_too_many_maps++;
+		return;
+	}
+	m = &proc->map[proc->nr++];
+	m->start = start;
+	m->end = end;
+	m->pgoff = pgoff;
+	/* the vDSO and JIT code: by frame pointer, as IPs */
+	m->file = BPF_BSTACK_CFI_NO_FILE;
+	if (ino && line[pos] == '/') {
+		key.dev = ((u64)major << 32) | minor;
+		key.ino = ino;
+		m->file = file_index(cfi, pid, start, end, &key, line + pos);
+	}
+}
+
+/* Give the BPF program the mappings of pid, with the tables of their files */
+int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid)
+{
+	struct bpf_bstack_cfi_proc *proc;
+	char path[64], *line = NULL;
+	u32 key = pid, files = cfi->nr_files;
+	u64 start = now_ns();
+	size_t len = 0;
+	FILE *fp;
+	int err;
+
+	proc = zalloc(sizeof(*proc));
+	if (!proc)
+		return -ENOMEM;
+	err = read_start_stack(pid, &proc->start_stack);
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	fp = err ? NULL : fopen(path, "r");
+	if (!fp) {
+		/* gone already: its samples keep the kernel's walk */
+		free(proc);
+		cfi->nr_load_errors++;
+		return -ENOENT;
+	}
+	while (getline(&line, &len, fp) > 0)
+		add_mapping(cfi, pid, proc, line);
+	free(line);
+	fclose(fp);
+
+	err = bpf_map_update_elem(bpf_map__fd(cfi->skel->maps.bstack_cfi_procs), &key, proc,
+				  BPF_ANY);
+	free(proc);
+	if (err) {
+		cfi->nr_load_errors++;
+		return -errno;
+	}
+	cfi->nr_loads++;
+	pr_debug("unwind tables of pid %d: %u new files, %.1f ms\n", pid, cfi->nr_files - files,
+		 (now_ns() - start) / 1e6);
+	return 0;
+}
+
+static int on_ask(void *ctx, void *data, size_t size)
+{
+	struct bpf_bstack_cfi *cfi = ctx;
+
+	if (size >= sizeof(u32))
+		bpf_bstack_cfi__load_pid(cfi, *(u32 *)data);
+	return 0;
+}
+
+static void *cfi_thread(void *arg)
+{
+	struct bpf_bstack_cfi *cfi = arg;
+
+	while (!READ_ONCE(cfi->stop))
+		ring_buffer__poll(cfi->ask, 100);
+	return NULL;
+}
+
+int bpf_bstack_cfi__start(struct bpf_bstack_cfi *cfi)
+{
+	int err = pthread_create(&cfi->thread, NULL, cfi_thread, cfi);
+
+	if (err) {
+		pr_err("cannot start the unwind table thread: %s\n", strerror(err));
+		return -err;
+	}
+	cfi->running = true;
+	return 0;
+}
+
+/* After the skeleton is loaded: map its rows */
+struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel)
+{
+	struct bpf_bstack_cfi *cfi = zalloc(sizeof(*cfi));
+	struct bpf_map *rows = skel->maps.bstack_cfi_rows;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!cfi)
+		return NULL;
+	cfi->skel = skel;
+	cfi->max_rows = bpf_map__max_entries(rows);
+	cfi->max_files = bpf_map__max_entries(skel->maps.bstack_cfi_files);
+	cfi->rows_size = roundup((size_t)cfi->max_rows * sizeof(*cfi->rows), page);
+	cfi->rows = mmap(NULL, cfi->rows_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 bpf_map__fd(rows), 0);
+	if (cfi->rows == MAP_FAILED) {
+		pr_err("cannot map the unwind table: %m\n");
+		cfi->rows = NULL;
+		goto err;
+	}
+	cfi->files = hashmap__new(file_key_hash, file_key_equal, NULL);
+	if (IS_ERR(cfi->files)) {
+		cfi->files = NULL;
+		goto err;
+	}
+	cfi->ask = ring_buffer__new(bpf_map__fd(skel->maps.bstack_cfi_ask), on_ask, cfi, NULL);
+	if (!cfi->ask)
+		goto err;
+	return cfi;
+err:
+	bpf_bstack_cfi__delete(cfi);
+	return NULL;
+}
+
+void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp)
+{
+	fprintf(fp,
+		"[ perf bstack: unwind tables: %u files (%u without .eh_frame, %u past the table's end), %u rows of %u (%.1f of %.1f MiB), %" PRIu64 " process loads",
+		cfi->nr_files, cfi->nr_no_table, cfi->nr_table_full, cfi->nr_rows,
+		cfi->max_rows, cfi->nr_rows * sizeof(*cfi->rows) / 1048576.0,
+		cfi->max_rows * sizeof(*cfi->rows) / 1048576.0, cfi->nr_loads);
+	if (cfi->nr_load_errors)
+		fprintf(fp, ", %" PRIu64 " of exited processes", cfi->nr_load_errors);
+	if (cfi->nr_too_many_maps)
+		fprintf(fp, ", %u mappings past %d per process", cfi->nr_too_many_maps,
+			BPF_BSTACK_CFI_MAPS);
+	fprintf(fp, " ]\n");
+}
+
+void bpf_bstack_cfi__delete(struct bpf_bstack_cfi *cfi)
+{
+	struct hashmap_entry *cur;
+	size_t bkt;
+	int i;
+
+	if (!cfi)
+		return;
+	if (cfi->running) {
+		WRITE_ONCE(cfi->stop, true);
+		pthread_join(cfi->thread, NULL);
+	}
+	for (i = 0; i < cfi->nr_dl_links; i++)
+		bpf_link__destroy(cfi->dl_links[i]);
+	ring_buffer__free(cfi->ask);
+	if (cfi->files) {
+		hashmap__for_each_entry(cfi->files, cur, bkt)
+			free((void *)cur->pkey);
+		hashmap__free(cfi->files);
+	}
+	if (cfi->rows)
+		munmap(cfi->rows, cfi->rows_size);
+	free(cfi);
+}
