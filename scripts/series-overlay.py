@@ -93,6 +93,18 @@ def reverse_apply(text, section, what):
             return f.read()
 
 
+def owners():
+    """{file: the patch that adds it}, from patches/series"""
+    out = {}
+    with open(os.path.join(PATCHES, 'series')) as f:
+        for line in f:
+            words = line.split()
+            if words and not words[0].startswith('#'):
+                for path in words[1:]:
+                    out[path] = words[0]
+    return out
+
+
 def cmd_upstream(patch):
     ours = overlay_files()
     with open(patch) as f:
@@ -141,6 +153,11 @@ def cmd_refresh(patch, files, rev):
     header, sections = split(read_patch(patch))
     new = {p: s for p, s in sections}
     for path in files:
+        owner = owners().get(path)
+        if owner is None or owner >= patch:
+            new.pop(path, None)     # the patch adds it whole: no diff of it
+            print('%s: added by %s, not changed by it' % (path, owner or 'no patch'))
+            continue
         before = git_show(rev, path)
         if before is None:
             sys.exit('error: %s is not in %s' % (path, rev))
@@ -158,7 +175,8 @@ def cmd_refresh(patch, files, rev):
         new[path] = diff_section(path, before, after)
     order = [p for p, _ in sections] + [p for p in files if p not in dict(sections)]
     with open(os.path.join(PATCHES, patch), 'w') as f:
-        f.write(header + ''.join(new[p] for p in sorted(set(order), key=order.index)))
+        f.write(header + ''.join(new[p] for p in sorted(set(order), key=order.index)
+                                 if p in new))
 
 
 def main(argv):

@@ -569,6 +569,7 @@ static int config_cfi(struct bpf_bstack *b)
 	bpf_program__set_autoload(b->skel->progs.on_dl_change, cfi);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_rows, cfi ? o->cfi_rows : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_files, cfi ? 4096 : 1);
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_file_ids, cfi ? 4096 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_procs, cfi ? 1024 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_asked, cfi ? 1024 : 1);
 	return 0;
@@ -1175,7 +1176,7 @@ static void print_prog_stats(struct bpf_bstack *b)
 	struct bpf_program *progs[] = {
 		b->skel->progs.on_sample, b->skel->progs.on_tracepoint,
 		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
-		b->skel->progs.on_exec,
+		b->skel->progs.on_exec, b->skel->progs.on_dl_change,
 	};
 	u64 taken = max(b->last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL);
 	size_t i;
@@ -1203,18 +1204,19 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 
 	if (!b->cfi)
 		return;
-	fprintf(stderr,
-		"[ perf bstack: user stacks: %" PRIu64 " walked with unwind tables (%.1f%% to the bottom), %"
-		PRIu64 " by frame pointer (tables not loaded yet: %" PRIu64 " of them after new code was mapped) ]\n",
-		cfi, bpf_bstack__pct(s[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
-		s[BPF_BSTACK_STAT_FP_STACKS], s[BPF_BSTACK_STAT_CFI_NO_MAP]);
-	if (cfi > s[BPF_BSTACK_STAT_CFI_COMPLETE])
-		fprintf(stderr,
-			"[ perf bstack: table walks ended early at: %" PRIu64 " code without unwind rule, %"
-			PRIu64 " unreadable stack, %" PRIu64 " rules not followed, %" PRIu64
-			" max-stack ]\n",
-			s[BPF_BSTACK_STAT_CFI_NO_ROW], s[BPF_BSTACK_STAT_CFI_UNREADABLE],
+	fprintf(stderr, "[ perf bstack: user stacks: %" PRIu64 " walked with unwind tables", cfi);
+	fprintf(stderr, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer",
+		bpf_bstack__pct(s[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
+		s[BPF_BSTACK_STAT_FP_STACKS]);
+	fprintf(stderr, " (tables not loaded yet: %" PRIu64 " of them after new code was mapped) ]\n",
+		s[BPF_BSTACK_STAT_CFI_NO_MAP]);
+	if (cfi > s[BPF_BSTACK_STAT_CFI_COMPLETE]) {
+		fprintf(stderr, "[ perf bstack: table walks ended early at: %" PRIu64
+			" code without unwind rule, %" PRIu64 " unreadable stack,",
+			s[BPF_BSTACK_STAT_CFI_NO_ROW], s[BPF_BSTACK_STAT_CFI_UNREADABLE]);
+		fprintf(stderr, " %" PRIu64 " rules not followed, %" PRIu64 " max-stack ]\n",
 			s[BPF_BSTACK_STAT_CFI_BAD_RULE], s[BPF_BSTACK_STAT_CFI_DEPTH]);
+	}
 	bpf_bstack_cfi__summary(b->cfi, stderr);
 }
 

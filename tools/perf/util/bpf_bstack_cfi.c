@@ -41,11 +41,7 @@
 #include "bpf_skel/bstack.h"
 #include "bpf_skel/bstack.skel.h"
 
-/* A file seen in some process, by device and inode */
-struct cfi_file_key {
-	u64	dev;
-	u64	ino;
-};
+
 
 struct bpf_bstack_cfi {
 	struct bstack_bpf	*skel;
@@ -57,7 +53,7 @@ struct bpf_bstack_cfi {
 	size_t			rows_size;
 	u32			nr_rows, max_rows;
 	u32			nr_files, max_files;
-	struct hashmap		*files;		/* struct cfi_file_key * -> file index */
+	struct hashmap		*files;		/* struct bpf_bstack_cfi_file_id * -> file index */
 	struct bpf_link		*dl_links[8];	/* on each dynamic linker seen */
 	int			nr_dl_links;
 	/* for the summary */
@@ -75,14 +71,14 @@ static u64 now_ns(void)
 
 static size_t file_key_hash(long key, void *ctx __maybe_unused)
 {
-	const struct cfi_file_key *k = (const void *)key;
+	const struct bpf_bstack_cfi_file_id *k = (const void *)key;
 
 	return (k->dev * 0x9e3779b97f4a7c15ULL) ^ k->ino;
 }
 
 static bool file_key_equal(long a, long b, void *ctx __maybe_unused)
 {
-	return !memcmp((const void *)a, (const void *)b, sizeof(struct cfi_file_key));
+	return !memcmp((const void *)a, (const void *)b, sizeof(struct bpf_bstack_cfi_file_id));
 }
 
 /* Rows into the shared array, and the file entry that points at them */
@@ -139,10 +135,10 @@ static void follow_dynamic_linker(struct bpf_bstack_cfi *cfi, const char *path,
  * the first time it is seen.  BPF_BSTACK_CFI_NO_FILE if it cannot be read.
  */
 static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
-		      const struct cfi_file_key *key, const char *name)
+		      const struct bpf_bstack_cfi_file_id *key, const char *name)
 {
 	struct bpf_bstack_cfi_file f = {};
-	struct cfi_file_key *k;
+	struct bpf_bstack_cfi_file_id *k;
 	struct build_id bid;
 	char path[64];
 	long idx;
@@ -176,6 +172,8 @@ static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
 		free(k);
 		return BPF_BSTACK_CFI_NO_FILE;
 	}
+	/* for the BPF program to find it in the VMAs of a process, after an exec or dlopen() */
+	bpf_map_update_elem(bpf_map__fd(cfi->skel->maps.bstack_cfi_file_ids), key, &i, BPF_ANY);
 	cfi->nr_files++;
 	return i;
 }
@@ -210,7 +208,7 @@ static void add_mapping(struct bpf_bstack_cfi *cfi, int pid, struct bpf_bstack_c
 			const char *line)
 {
 	struct bpf_bstack_cfi_map *m;
-	struct cfi_file_key key;
+	struct bpf_bstack_cfi_file_id key;
 	unsigned int major, minor;
 	u64 start, end, pgoff, ino;
 	char perms[5];
@@ -231,7 +229,7 @@ static void add_mapping(struct bpf_bstack_cfi *cfi, int pid, struct bpf_bstack_c
 	/* the vDSO and JIT code: by frame pointer, as IPs */
 	m->file = BPF_BSTACK_CFI_NO_FILE;
 	if (ino && line[pos] == '/') {
-		key.dev = ((u64)major << 32) | minor;
+		key.dev = ((u64)major << 20) | minor;	/* the kernel's dev_t */
 		key.ino = ino;
 		m->file = file_index(cfi, pid, start, end, &key, line + pos);
 	}
@@ -344,11 +342,14 @@ err:
 
 void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp)
 {
-	fprintf(fp,
-		"[ perf bstack: unwind tables: %u files (%u without .eh_frame, %u past the table's end), %u rows of %u (%.1f of %.1f MiB), %" PRIu64 " process loads",
-		cfi->nr_files, cfi->nr_no_table, cfi->nr_table_full, cfi->nr_rows,
-		cfi->max_rows, cfi->nr_rows * sizeof(*cfi->rows) / 1048576.0,
-		cfi->max_rows * sizeof(*cfi->rows) / 1048576.0, cfi->nr_loads);
+	double mib = sizeof(*cfi->rows) / 1048576.0;
+
+	fprintf(fp, "[ perf bstack: unwind tables: %u files (%u without .eh_frame,",
+		cfi->nr_files, cfi->nr_no_table);
+	fprintf(fp, " %u past the table's end), %u rows of %u (%.1f of %.1f MiB),",
+		cfi->nr_table_full, cfi->nr_rows, cfi->max_rows, cfi->nr_rows * mib,
+		cfi->max_rows * mib);
+	fprintf(fp, " %" PRIu64 " process loads", cfi->nr_loads);
 	if (cfi->nr_load_errors)
 		fprintf(fp, ", %" PRIu64 " of exited processes", cfi->nr_load_errors);
 	if (cfi->nr_too_many_maps)

@@ -290,6 +290,29 @@ static int cmp_row(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/*
+ * The dynamic linker's entry code (_start, _dl_start_user) has no FDE: a
+ * walk that gets there has reached the bottom of the stack of a process
+ * still starting.  Executables mark their _start so themselves.
+ */
+static void mark_entry_point(Elf *elf, struct cfi_table *t)
+{
+	struct bpf_bstack_cfi_row *row = NULL;
+	GElf_Ehdr ehdr;
+	s64 off;
+	size_t i;
+
+	if (!gelf_getehdr(elf, &ehdr))
+		return;
+	off = text_offset(t, ehdr.e_entry);
+	for (i = 0; off >= 0 && i < t->nr && t->rows[i].offset <= off; i++)
+		row = &t->rows[i];
+	if (row && row->cfa_kind == BPF_BSTACK_CFA_NO_FDE) {
+		row->cfa_kind = BPF_BSTACK_CFA_STOP;
+		t->info->nr_stop++;
+	}
+}
+
 static int build_table(Elf *elf, struct cfi_table *t)
 {
 	GElf_Phdr hdr = {};
@@ -315,6 +338,8 @@ static int build_table(Elf *elf, struct cfi_table *t)
 	free(starts);
 	/* several executable segments come in the order of their addresses */
 	qsort(t->rows, t->nr, sizeof(*t->rows), cmp_row);
+	if (!err)
+		mark_entry_point(elf, t);
 	return err;
 }
 

@@ -56,7 +56,8 @@ test_no_cfi() {
 		2> /dev/null || { fail "record --no-cfi"; return; }
 	$perf bstack report -i "$tmp/fp.data" --folded > "$tmp/fp.folded" 2> /dev/null
 	pct=$(share "$tmp/fp.folded" 'nofp_compare [0-9]+$' "$whole")
-	[ "$pct" -lt 50 ] || fail "$pct% reach main by frame pointer: is the workload built without?"
+	[ "$pct" -lt 50 ] ||
+		fail "$pct% reach main by frame pointer: was the workload built with them?"
 }
 
 test_debian_xz() {

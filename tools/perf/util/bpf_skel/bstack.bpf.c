@@ -121,6 +121,22 @@ struct {
 	__uint(max_entries, 1);
 } bstack_cfi_procs SEC(".maps");
 
+/* the index in bstack_cfi_files of each file user space gave a table */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct bpf_bstack_cfi_file_id);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} bstack_cfi_file_ids SEC(".maps");
+
+/* a process's mappings as the BPF program reads them, before they are stored */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_cfi_proc);
+	__uint(max_entries, 1);
+} bstack_cfi_proc_buf SEC(".maps");
+
 /* when each process was last asked for, so that it is not asked at every sample */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -909,12 +925,113 @@ int on_newtask_cfi(u64 *ctx)
 	return 0;
 }
 
+#define VM_EXEC	0x00000004
+
+/* the kernel's open-coded VMA iterator (6.7+): its state, as uapi gives it */
+struct bpf_iter_task_vma {
+	__u64 __opaque[1];	/* 8-byte aligned, as the kernel wants it */
+};
+
+/* what the walk needs of a VMA, for CO-RE */
+struct vm_area_struct___bstack {
+	unsigned long vm_start;
+	unsigned long vm_end;
+	unsigned long vm_pgoff;
+	unsigned long vm_flags;
+	struct file___bstack *vm_file;
+} __attribute__((preserve_access_index));
+
+struct super_block___bstack {
+	__u32 s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode___bstack {
+	unsigned long i_ino;
+	struct super_block___bstack *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file___bstack {
+	struct inode___bstack *f_inode;
+} __attribute__((preserve_access_index));
+
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+				 __u64 addr) __weak __ksym;
+extern struct vm_area_struct___bstack *
+bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __weak __ksym;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksym;
+
 /*
- * The mappings of tgid changed (or are about to): forget them, and ask for
- * them again at once.
+ * Add the executable mapping vma to proc: false when its file has no
+ * table yet (user space must build it) or proc is full.
+ */
+static __always_inline bool add_vma(struct bpf_bstack_cfi_proc *proc,
+				    struct vm_area_struct___bstack *vma)
+{
+	struct bpf_bstack_cfi_file_id id;
+	struct bpf_bstack_cfi_map *m;
+	struct inode___bstack *inode;
+	__u32 *file, nr = proc->nr;
+
+	if (nr >= BPF_BSTACK_CFI_MAPS)
+		return false;
+	m = &proc->map[nr];
+	m->start = vma->vm_start;
+	m->end = vma->vm_end;
+	m->pgoff = vma->vm_pgoff << 12;
+	m->file = BPF_BSTACK_CFI_NO_FILE;	/* the vDSO, JIT code */
+	m->reserved = 0;
+	if (vma->vm_file) {
+		inode = BPF_CORE_READ(vma, vm_file, f_inode);
+		id.ino = BPF_CORE_READ(inode, i_ino);
+		id.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		file = bpf_map_lookup_elem(&bstack_cfi_file_ids, &id);
+		if (!file)
+			return false;
+		m->file = *file;
+	}
+	proc->nr = nr + 1;
+	return true;
+}
+
+/*
+ * Store the mappings of the current process, read from its VMAs, when user
+ * space has the tables of all its files: a process that exec'd a binary
+ * seen before, or dlopen()ed a library seen before, is unwound from its
+ * next sample, without waiting for user space.  In process context only:
+ * the VMA iterator takes the mmap lock.
+ */
+static __always_inline bool read_mappings(__u32 tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct vm_area_struct___bstack *vma;
+	struct bpf_bstack_cfi_proc *proc;
+	bool complete = true;
+	__u32 zero = 0;
+
+	proc = bpf_map_lookup_elem(&bstack_cfi_proc_buf, &zero);
+	if (!proc || !task->mm || !bpf_iter_task_vma_new)
+		return false;
+	proc->nr = 0;
+	proc->start_stack = BPF_CORE_READ((struct mm_struct___bstack *)task->mm, start_stack);
+	bpf_for_each(task_vma, vma, (struct task_struct *)task, 0) {
+		if (!(vma->vm_flags & VM_EXEC))
+			continue;
+		if (!add_vma(proc, vma)) {
+			complete = false;
+			break;
+		}
+	}
+	return complete && !bpf_map_update_elem(&bstack_cfi_procs, &tgid, proc, BPF_ANY);
+}
+
+/*
+ * The mappings of tgid changed: read them, or forget them and ask user
+ * space for them at once.
  */
 static __always_inline void mappings_changed(__u32 tgid)
 {
+	if (read_mappings(tgid))
+		return;
 	bpf_map_delete_elem(&bstack_cfi_procs, &tgid);
 	bpf_map_delete_elem(&bstack_cfi_asked, &tgid);
 	ask_mappings(tgid);

@@ -137,6 +137,12 @@ struct bpf_bstack_cfi_map {
 	__u32 reserved;
 };
 
+/* a file by its device (the kernel's dev_t: major << 20 | minor) and inode */
+struct bpf_bstack_cfi_file_id {
+	__u64 dev;
+	__u64 ino;
+};
+
 /*
  * The executable mappings of a process, sorted by address.  start_stack
  * (of /proc/PID/stat, randomized at each exec) tells whether they are
