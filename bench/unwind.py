@@ -136,9 +136,9 @@ def cpu_of(fn):
 
 
 PROFILERS = {
-    "record dwarf": (["record", "-q", "-F", FREQ, "-e", "cpu-clock", "--call-graph", "dwarf"],
+    "record dwarf": (["record", "-F", FREQ, "-e", "cpu-clock", "--call-graph", "dwarf"],
                      ["report", "--stdio", "--no-children"]),
-    "record -g": (["record", "-q", "-F", FREQ, "-e", "cpu-clock", "-g"],
+    "record -g": (["record", "-F", FREQ, "-e", "cpu-clock", "-g"],
                   ["report", "--stdio", "--no-children"]),
     "bstack": (["bstack", "record", "-F", FREQ], ["bstack", "report", "--stdio"]),
     "bstack --no-cfi": (["bstack", "record", "-F", FREQ, "--no-cfi"],

@@ -1022,6 +1022,32 @@ static int drain_counts(struct bstack_writer *w, struct bpf_map *map)
 	return err;
 }
 
+/*
+ * Hits the kernel did not run a program of ours for, as another BPF
+ * program was running on that CPU.  The kernel counts them for tracepoint
+ * and tp_btf programs, not for sampling events (bpf_overflow_handler()):
+ * samples skipped that way stay unknown.
+ */
+static u64 recursion_misses(struct bpf_bstack *b)
+{
+	struct bpf_program *progs[] = {
+		b->skel->progs.on_sample, b->skel->progs.on_tracepoint,
+		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
+	};
+	u64 misses = 0;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(progs); i++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(progs[i]);
+
+		if (fd >= 0 && !bpf_prog_get_info_by_fd(fd, &info, &len))
+			misses += info.recursion_misses;
+	}
+	return misses;
+}
+
 static void read_stats(struct bpf_bstack *b, struct bpf_bstack_stats *sum)
 {
 	int ncpus = libbpf_num_possible_cpus();
@@ -1039,6 +1065,7 @@ static void read_stats(struct bpf_bstack *b, struct bpf_bstack_stats *sum)
 				sum->stat[i] += percpu[cpu].stat[i];
 	}
 	free(percpu);
+	sum->stat[BPF_BSTACK_STAT_RECURSION_MISSES] = recursion_misses(b);
 }
 
 static int write_stats(struct bstack_writer *w)

@@ -42,6 +42,9 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_CFI_BAD_RULE]	 = "table walks ended at a rule not followed",
 	[BPF_BSTACK_STAT_CFI_DEPTH]	 = "table walks cut at max-stack",
 	[BPF_BSTACK_STAT_CFI_FP_FRAMES]	 = "frames walked by frame pointer in table walks",
+	[BPF_BSTACK_STAT_NESTED]	 = "hits in a program of ours interrupting another",
+	[BPF_BSTACK_STAT_NESTED_LOST]	 = "hits lost: programs of ours nested too deep",
+	[BPF_BSTACK_STAT_RECURSION_MISSES] = "hits the kernel skipped: a BPF program running",
 };
 
 /* User (or kernel) stacks lost, for whatever reason, by the counters */

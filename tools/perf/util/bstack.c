@@ -448,11 +448,17 @@ double bpf_bstack__pct(u64 part, u64 total)
 /* What the recorder lost, by cause, as both summaries print it */
 int bpf_bstack__scnprintf_lost(char *buf, size_t size, const u64 *stat)
 {
-	return scnprintf(buf, size, "lost %" PRIu64 " samples (counts map full), %" PRIu64
-			 " user stacks (%" PRIu64 " map full), %" PRIu64 " kernel stacks (%" PRIu64
-			 " map full)", stat[BPF_BSTACK_STAT_COUNTS_FULL],
-			 bpf_bstack__lost_stacks(stat, true), stat[BPF_BSTACK_STAT_USER_FULL],
-			 bpf_bstack__lost_stacks(stat, false), stat[BPF_BSTACK_STAT_KERN_FULL]);
+	int n = scnprintf(buf, size, "lost %" PRIu64 " samples (counts map full), %" PRIu64
+			  " user stacks (%" PRIu64 " map full), %" PRIu64 " kernel stacks (%" PRIu64
+			  " map full)", stat[BPF_BSTACK_STAT_COUNTS_FULL],
+			  bpf_bstack__lost_stacks(stat, true), stat[BPF_BSTACK_STAT_USER_FULL],
+			  bpf_bstack__lost_stacks(stat, false), stat[BPF_BSTACK_STAT_KERN_FULL]);
+
+	/* the kernel did not run the program: another BPF program was running on the CPU */
+	n += scnprintf(buf + n, size - n, ", %" PRIu64 " hits skipped by the kernel (%" PRIu64
+		       " nested too deep)", stat[BPF_BSTACK_STAT_RECURSION_MISSES] +
+		       stat[BPF_BSTACK_STAT_NESTED_LOST], stat[BPF_BSTACK_STAT_NESTED_LOST]);
+	return n;
 }
 
 static const char *kernel_found_str(enum bpf_bstack_kernel_found found)

@@ -164,7 +164,32 @@ test_bad_event() {
 	grep -q -- "$msg" "$tmp/bad.out" || fail "$what: $(grep -v '^ *$' "$tmp/bad.out" | head -2)"
 }
 
+test_uprobe_storm() {
+	echo "sampling at 999 Hz inside a uprobe storm keeps each stack to its hit"
+	n=1000000
+	perf --buildid-dir "$cache" bstack record -o "$tmp/storm.data" -F 999 \
+		-e cpu-clock --uprobe "$tmp/bstack_events.kept:bstack_events_target" -- \
+		"$tmp/bstack_events.kept" $n 0 0 > /dev/null 2> "$tmp/storm.err" ||
+		{ fail "storm record: $(tail -1 "$tmp/storm.err")"; return; }
+	perf --buildid-dir "$cache" bstack report -i "$tmp/storm.data" --folded \
+		> "$tmp/storm.folded" 2> /dev/null
+	# samples did land in the uprobe program: its buffers were kept apart
+	nested=$(perf bstack script -i "$tmp/storm.data" 2> /dev/null |
+		 sed -n 's/^STATS .* 21=\([0-9]*\).*/\1/p' | tail -n 1)
+	[ "${nested:-0}" -gt 0 ] || fail "no sample interrupted the uprobe program"
+	hits=$(bstack_folded_sum "$tmp/storm.folded" "^uprobe:[^;]*;bstack_events[^;]*;")
+	[ "$hits" = $n ] || fail "$hits uprobe hits, not $n"
+	# a sample's stack written over the hit's would bring the timer interrupt
+	bad=$(bstack_folded_sum "$tmp/storm.folded" \
+	      "^uprobe:[^;]*;.*(hrtimer_interrupt|perf_swevent_hrtimer|sysvec_apic_timer)")
+	[ "$bad" = 0 ] || fail "$bad uprobe hits hold a sample's kernel stack"
+	bad=$(grep -E "^uprobe:" "$tmp/storm.folded" | grep -vcE \
+	      ";main;bstack_events_caller;bstack_events_target[; ]")
+	[ "$bad" = 0 ] || fail "$bad uprobe stacks are not the call site's"
+}
+
 test_uprobe
+test_uprobe_storm
 test_deep_stack
 test_execve
 test_fork

@@ -79,20 +79,32 @@ struct {
 	__uint(max_entries, 1);
 } bstack_stats SEC(".maps");
 
-/* per-CPU scratch buffers: stacks are too big for the BPF stack */
+/*
+ * Per-CPU scratch buffers, as stacks are too big for the BPF stack: one
+ * per nesting level, since a sampling program may interrupt a uprobe or
+ * tp_btf program of ours in the middle of a stack.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct bpf_bstack_user_stack);
-	__uint(max_entries, 1);
+	__uint(max_entries, BPF_BSTACK_MAX_NEST);
 } bstack_user_buf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct bpf_bstack_kern_stack);
-	__uint(max_entries, 1);
+	__uint(max_entries, BPF_BSTACK_MAX_NEST);
 } bstack_kern_buf SEC(".maps");
+
+/* how many programs of ours run on this CPU, one interrupting the other */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} bstack_nest SEC(".maps");
 
 /*
  * Unwind tables (see bstack.h), filled by user space: the rows of every
@@ -134,7 +146,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct bpf_bstack_cfi_proc);
-	__uint(max_entries, 1);
+	__uint(max_entries, BPF_BSTACK_MAX_NEST);
 } bstack_cfi_proc_buf SEC(".maps");
 
 /* when each process was last asked for, so that it is not asked at every sample */
@@ -241,6 +253,39 @@ static __always_inline void stat_inc(struct bpf_bstack_stats *stats, int idx, __
 		stats->stat[idx] += n;
 }
 
+/* The index of this program's scratch buffers: how many of ours it interrupted */
+static __always_inline __u32 nest_level(void)
+{
+	__u32 zero = 0, *depth = bpf_map_lookup_elem(&bstack_nest, &zero);
+
+	return depth && *depth ? (*depth - 1) % BPF_BSTACK_MAX_NEST : 0;
+}
+
+/* Enter a program that uses scratch buffers: false if nested too deep */
+static __always_inline bool nest_enter(struct bpf_bstack_stats *stats)
+{
+	__u32 zero = 0, *depth = bpf_map_lookup_elem(&bstack_nest, &zero);
+
+	if (!depth)
+		return false;
+	if (*depth >= BPF_BSTACK_MAX_NEST) {
+		stat_inc(stats, BPF_BSTACK_STAT_NESTED_LOST, 1);
+		return false;
+	}
+	if (*depth)
+		stat_inc(stats, BPF_BSTACK_STAT_NESTED, 1);
+	*depth += 1;
+	return true;
+}
+
+static __always_inline void nest_exit(void)
+{
+	__u32 zero = 0, *depth = bpf_map_lookup_elem(&bstack_nest, &zero);
+
+	if (depth && *depth)
+		*depth -= 1;
+}
+
 /* 64-bit FNV-1a over words, with a final avalanche */
 static __always_inline __u64 hash_word(__u64 h, __u64 w)
 {
@@ -324,11 +369,11 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 {
 	__u64 flags = user ? BPF_F_USER_STACK | BPF_F_USER_BUILD_ID :
 			     BPF_F_KERNEL_BUILD_ID | kern_skip;
-	__u32 zero = 0;
+	__u32 level = nest_level();
 	struct bpf_bstack_user_stack *buf;
 	long len;
 
-	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &level);
 	if (!buf)
 		return 0;
 
@@ -389,7 +434,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct cfi_walk);
-	__uint(max_entries, 1);
+	__uint(max_entries, BPF_BSTACK_MAX_NEST);
 } bstack_cfi_walk SEC(".maps");
 
 /* The executable mapping of proc that holds pc */
@@ -560,11 +605,11 @@ static long cfi_step(__u64 i, void *ctx)
 	struct bpf_bstack_cfi_map *m;
 	struct bpf_bstack_cfi_row *row;
 	struct bpf_bstack_stats *stats;
+	__u32 zero = 0, level = nest_level();
 	struct cfi_walk *w;
-	__u32 zero = 0;
 	__u64 pc;
 
-	w = bpf_map_lookup_elem(&bstack_cfi_walk, &zero);
+	w = bpf_map_lookup_elem(&bstack_cfi_walk, &level);
 	if (!w)
 		return 1;
 	pc = w->exact ? w->pc : w->pc - 1;	/* a call may end its function */
@@ -573,7 +618,7 @@ static long cfi_step(__u64 i, void *ctx)
 		return 1;
 	}
 	stats = bpf_map_lookup_elem(&bstack_stats, &zero);
-	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &level);
 	proc = bpf_map_lookup_elem(&bstack_cfi_procs, &w->tgid);
 	if (!buf || !proc) {
 		w->end = BPF_BSTACK_STAT_CFI_NO_MAP;
@@ -625,10 +670,10 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	struct pt_regs___bstack *regs;
 	struct bpf_bstack_user_stack *buf;
 	struct bpf_bstack_cfi_proc *proc;
-	__u32 zero = 0, tgid;
+	__u32 level = nest_level(), tgid;
 	struct cfi_walk *w;
 
-	w = bpf_map_lookup_elem(&bstack_cfi_walk, &zero);
+	w = bpf_map_lookup_elem(&bstack_cfi_walk, &level);
 	if (!w)
 		return false;
 	tgid = bpf_get_current_pid_tgid() >> 32;
@@ -661,7 +706,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	}
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
 	stat_inc(stats, w->end, 1);
-	buf = bpf_map_lookup_elem(&bstack_user_buf, &zero);
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &level);
 	*hash = buf ? store_frames(buf, w->nr, stats, true) : 0;
 	return true;
 }
@@ -671,13 +716,13 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 					    void *map, __u64 flags, int err_stat,
 					    int full_stat, int unstored_stat)
 {
-	__u32 zero = 0;
+	__u32 level = nest_level();
 	struct bpf_bstack_kern_stack *buf;
 	__u64 h = 0xcbf29ce484222325ULL;
 	long len;
 	__u32 i, nr;
 
-	buf = bpf_map_lookup_elem(&bstack_kern_buf, &zero);
+	buf = bpf_map_lookup_elem(&bstack_kern_buf, &level);
 	if (!buf)
 		return 0;
 
@@ -777,6 +822,8 @@ static __always_inline int take_hit(void *ctx, __u32 event)
 		return 0;
 
 	stats = bpf_map_lookup_elem(&bstack_stats, &zero);
+	if (!nest_enter(stats))
+		return 0;
 	stat_inc(stats, BPF_BSTACK_STAT_SAMPLES, 1);
 
 	pid_tgid = bpf_get_current_pid_tgid();
@@ -786,6 +833,7 @@ static __always_inline int take_hit(void *ctx, __u32 event)
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
 	take_stacks(ctx, &key, stats, 0);
 	count_key(&key, stats, 1);
+	nest_exit();
 	return 0;
 }
 
@@ -870,12 +918,16 @@ int on_switch(u64 *ctx)
 {
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
+	__u32 zero = 0;
 	__u64 now;
 
 	if (!enabled)
 		return 0;
 	now = bpf_ktime_get_ns();
-	offcpu_start(ctx, prev, now);
+	if (nest_enter(bpf_map_lookup_elem(&bstack_stats, &zero))) {
+		offcpu_start(ctx, prev, now);
+		nest_exit();
+	}
 	offcpu_end(next, now);
 	return 0;
 }
@@ -1005,10 +1057,10 @@ static __always_inline bool read_mappings(__u32 tgid)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct vm_area_struct___bstack *vma;
 	struct bpf_bstack_cfi_proc *proc;
+	__u32 level = nest_level();
 	bool complete = true;
-	__u32 zero = 0;
 
-	proc = bpf_map_lookup_elem(&bstack_cfi_proc_buf, &zero);
+	proc = bpf_map_lookup_elem(&bstack_cfi_proc_buf, &level);
 	if (!proc || !task->mm || !bpf_iter_task_vma_new)
 		return false;
 	proc->nr = 0;
@@ -1030,8 +1082,15 @@ static __always_inline bool read_mappings(__u32 tgid)
  */
 static __always_inline void mappings_changed(__u32 tgid)
 {
-	if (read_mappings(tgid))
-		return;
+	__u32 zero = 0;
+	bool done;
+
+	if (nest_enter(bpf_map_lookup_elem(&bstack_stats, &zero))) {
+		done = read_mappings(tgid);
+		nest_exit();
+		if (done)
+			return;
+	}
 	bpf_map_delete_elem(&bstack_cfi_procs, &tgid);
 	bpf_map_delete_elem(&bstack_cfi_asked, &tgid);
 	ask_mappings(tgid);

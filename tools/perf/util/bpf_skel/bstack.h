@@ -13,6 +13,12 @@
 #define __BPF_SKEL_BSTACK_H
 
 #define BPF_BSTACK_MAX_STACK	127
+/*
+ * BPF programs of ours nested on a CPU, each with scratch buffers of its
+ * own: a uprobe or tp_btf program, a cpu-clock sample interrupting it,
+ * and a hardware-PMU NMI interrupting both.
+ */
+#define BPF_BSTACK_MAX_NEST	3
 #define BPF_BSTACK_COMM_LEN	16
 
 /* Counters kept by the BPF program, in a per-CPU array */
@@ -38,6 +44,11 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_CFI_BAD_RULE,	/* ... ended: a rule not followed, no progress */
 	BPF_BSTACK_STAT_CFI_DEPTH,	/* ... cut at the maximum depth */
 	BPF_BSTACK_STAT_CFI_FP_FRAMES,	/* frames walked by frame pointer: no table */
+	BPF_BSTACK_STAT_NESTED,		/* hits taken while another of ours ran on the CPU */
+	BPF_BSTACK_STAT_NESTED_LOST,	/* ... nested too deep: lost */
+	BPF_BSTACK_STAT_RECURSION_MISSES, /* hits the kernel did not run us for, another
+					   * BPF program running (by user space)
+					   */
 	BPF_BSTACK_STAT_MAX,
 };
 
