@@ -76,20 +76,22 @@ while read -r f; do
 done < "$build/overlay.list"
 
 : > "$build/patched.list"
+upstream_part=$(mktemp)
+trap 'rm -f "$upstream_part"' EXIT
 for p in "$top"/patches/*.patch; do
 	[ -e "$p" ] || continue
-	grep -q '^+++ ' "$p" || continue	# a patch that only adds overlay files
-	for f in $(patch_files "$p"); do
-		grep -qxF "$f" "$build/overlay.list" && continue
+	# sections of a patch that change our own files are in the overlay already
+	python3 "$top/scripts/series-overlay.py" upstream "$p" > "$upstream_part"
+	grep -q '^+++ ' "$upstream_part" || continue	# nothing for upstream files
+	for f in $(patch_files "$upstream_part"); do
 		echo "$f" >> "$build/patched.list"
 		[ -e "$stage/$f" ] && continue
 		[ -e "$up/$f" ] || continue
 		mkdir -p "$stage/$(dirname "$f")"
 		cp --preserve=mode "$up/$f" "$stage/$f"
 	done
-	# sections of a patch that change our own files are in the overlay already
-	if ! out=$(python3 "$top/scripts/series-overlay.py" upstream "$p" |
-			patch -d "$stage" -p1 -s -N -F0 --no-backup-if-mismatch 2>&1); then
+	if ! out=$(patch -d "$stage" -p1 -s -N -F0 --no-backup-if-mismatch \
+			< "$upstream_part" 2>&1); then
 		echo "error: patches/$(basename "$p") does not apply to upstream perf:" >&2
 		echo "$out" >&2
 		exit 1
