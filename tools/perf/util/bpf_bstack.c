@@ -640,7 +640,7 @@ static int load_skel(struct bpf_bstack *b, struct target *target)
 		return err;
 	}
 	if (b->skel->rodata->cfi) {
-		b->cfi = bpf_bstack_cfi__new(b->skel);
+		b->cfi = bpf_bstack_cfi__new(b->skel, !b->opts.no_buildid_cache);
 		if (!b->cfi)
 			return -ENOMEM;
 	}

@@ -10,7 +10,10 @@
  * processes), reaching the file through /proc/PID/map_files, so that
  * binaries deleted or replaced since, or in another mount namespace, are
  * read as the process maps them, and gives the BPF program the process's
- * list of mappings.
+ * list of mappings.  Each file also goes into the build-id cache then,
+ * while a process maps it: a binary that only lived in a container's
+ * mount namespace, or was deleted or replaced since, is still there for
+ * the report.
  */
 #define pr_fmt(fmt) "perf bstack: " fmt
 
@@ -49,6 +52,7 @@ struct bpf_bstack_cfi {
 	pthread_t		thread;
 	bool			running;
 	bool			stop;		/* READ_ONCE(): set by another thread */
+	bool			save_binaries;	/* into the build-id cache */
 	struct bpf_bstack_cfi_row *rows;	/* bstack_cfi_rows, mmap'ed */
 	size_t			rows_size;
 	u32			nr_rows, max_rows;
@@ -59,6 +63,7 @@ struct bpf_bstack_cfi {
 	/* for the summary */
 	u64			nr_loads, nr_load_errors;
 	u32			nr_no_table, nr_table_full, nr_too_many_maps;
+	u32			nr_saved, nr_save_failed;
 };
 
 static u64 now_ns(void)
@@ -131,6 +136,34 @@ static void follow_dynamic_linker(struct bpf_bstack_cfi *cfi, const char *path,
 }
 
 /*
+ * Keep the file under its path, as mapped (no " (deleted)"), in the
+ * build-id cache, copied from path, the process's view of it.
+ */
+static void save_binary(struct bpf_bstack_cfi *cfi, const char *path, const char *name,
+			const struct bpf_bstack_cfi_file *f)
+{
+	char sbid[SBUILD_ID_SIZE], *proper;
+	struct build_id bid;
+	size_t len;
+
+	if (!cfi->save_binaries || !f->build_id_size)
+		return;
+	proper = strndup(name, strcspn(name, "\n"));
+	if (!proper)
+		return;
+	len = strlen(proper);
+	if (len > 10 && !strcmp(proper + len - 10, " (deleted)"))
+		proper[len - 10] = '\0';
+	build_id__init(&bid, f->build_id, f->build_id_size);
+	build_id__sprintf(&bid, sbid);
+	if (build_id_cache__add(sbid, path, path, NULL, false, false, proper, NULL))
+		cfi->nr_save_failed++;
+	else
+		cfi->nr_saved++;
+	free(proper);
+}
+
+/*
  * The index of the file mapped at start-end in pid: its table is built
  * the first time it is seen.  BPF_BSTACK_CFI_NO_FILE if it cannot be read.
  */
@@ -161,6 +194,7 @@ static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
 	add_file_rows(cfi, &f, fd);
 	close(fd);
 	follow_dynamic_linker(cfi, path, name);
+	save_binary(cfi, path, name, &f);
 
 	k = malloc(sizeof(*k));
 	if (!k)
@@ -307,7 +341,7 @@ int bpf_bstack_cfi__start(struct bpf_bstack_cfi *cfi)
 }
 
 /* After the skeleton is loaded: map its rows */
-struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel)
+struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel, bool save_binaries)
 {
 	struct bpf_bstack_cfi *cfi = zalloc(sizeof(*cfi));
 	struct bpf_map *rows = skel->maps.bstack_cfi_rows;
@@ -316,6 +350,7 @@ struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel)
 	if (!cfi)
 		return NULL;
 	cfi->skel = skel;
+	cfi->save_binaries = save_binaries;
 	cfi->max_rows = bpf_map__max_entries(rows);
 	cfi->max_files = bpf_map__max_entries(skel->maps.bstack_cfi_files);
 	cfi->rows_size = roundup((size_t)cfi->max_rows * sizeof(*cfi->rows), page);
@@ -350,6 +385,9 @@ void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp)
 		cfi->nr_table_full, cfi->nr_rows, cfi->max_rows, cfi->nr_rows * mib,
 		cfi->max_rows * mib);
 	fprintf(fp, " %" PRIu64 " process loads", cfi->nr_loads);
+	if (cfi->save_binaries)
+		fprintf(fp, ", %u binaries saved as mapped (%u failed)", cfi->nr_saved,
+			cfi->nr_save_failed);
 	if (cfi->nr_load_errors)
 		fprintf(fp, ", %" PRIu64 " of exited processes", cfi->nr_load_errors);
 	if (cfi->nr_too_many_maps)

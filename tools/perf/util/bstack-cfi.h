@@ -40,7 +40,7 @@ struct bstack_bpf;
 struct bpf_bstack_cfi;
 
 #ifdef HAVE_BPF_SKEL
-struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel);
+struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel, bool save_binaries);
 int bpf_bstack_cfi__start(struct bpf_bstack_cfi *cfi);
 int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid);
 void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp);

@@ -125,6 +125,7 @@ struct bpf_bstack_opts {
 	bool		ip_stacks;	/* bench: user stacks as IPs, the cost floor */
 	bool		no_cfi;		/* user stacks by frame pointer only */
 	int		cfi_rows;	/* unwind table rows of all files */
+	bool		no_buildid_cache;	/* set by perf record -N, not a CONFIG key */
 	unsigned int	interval_ms;
 };
 

@@ -1,0 +1,62 @@
+#!/bin/bash
+# perf bstack resolves binaries gone from the disk (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+#
+# A binary that only existed in a private mount namespace (a container's
+# image) and a binary deleted while its process ran: neither can be read
+# at the end of the recording, yet the report must resolve their frames,
+# from the copies perf saved while the processes mapped them.
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+bstack_require_tools gcc unshare
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack targets test"
+chmod 755 "$tmp"
+
+bstack_build_workload "$tmp" || exit 1
+# share in % of the samples of comm $2 in folded file $1 whose stacks
+# resolve, from the sampled function down to main, in the binary gone
+resolved() {
+	all=$(bstack_folded_sum "$1" "^$2;")
+	part=$(bstack_folded_sum "$1" "^$2;.*;main;nofp_outer;")
+	echo "$2: $part of $all samples resolve to main" >&2
+	[ "$all" -gt 0 ] || { echo 0; return; }
+	echo $((part * 100 / all))
+}
+
+test_mount_namespace() {
+	echo "a binary on a tmpfs of a private mount namespace, gone with it"
+	mkdir "$tmp/mnt"
+	perf --buildid-dir "$tmp/cache" bstack record -q -F 499 -o "$tmp/ns.data" -- \
+		unshare -m sh -c "mount -t tmpfs none $tmp/mnt &&
+			cp $tmp/bstack_nofp $tmp/mnt/ns_nofp && $tmp/mnt/ns_nofp 1" \
+		2> "$tmp/ns.err" || { fail "record: $(tail -1 "$tmp/ns.err")"; return; }
+	[ -e "$tmp/mnt/ns_nofp" ] && { fail "the tmpfs was not private"; return; }
+	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/ns.data" --folded \
+		> "$tmp/ns.folded" 2> /dev/null
+	pct=$(resolved "$tmp/ns.folded" ns_nofp)
+	[ "$pct" -ge 90 ] || fail "only $pct% of the container's samples resolve"
+}
+
+test_deleted_binary() {
+	echo "a binary deleted while its process runs"
+	cp "$tmp/bstack_nofp" "$tmp/del_nofp"
+	perf --buildid-dir "$tmp/cache" bstack record -q -F 499 -o "$tmp/del.data" -- \
+		sh -c "$tmp/del_nofp 2 & sleep 0.5; rm $tmp/del_nofp; wait" \
+		2> "$tmp/del.err" || { fail "record: $(tail -1 "$tmp/del.err")"; return; }
+	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/del.data" --folded \
+		> "$tmp/del.folded" 2> /dev/null
+	pct=$(resolved "$tmp/del.folded" del_nofp)
+	[ "$pct" -ge 90 ] || fail "only $pct% of the deleted binary's samples resolve"
+}
+
+test_mount_namespace
+test_deleted_binary
+
+[ $err = 0 ] && echo "perf bstack targets test [Success]"
+exit $err
