@@ -48,11 +48,11 @@ covered=$(mktemp)
 versions=$(mktemp -d)
 trap 'rm -rf "$covered" "$versions"' EXIT
 python3 "$top/scripts/series-overlay.py" versions "$versions"
-# lines naming the same patch add files to it
-awk '!/^#/ && NF {
+# lines naming the same patch add files to it; a patch no line names adds none
+(cd "$top/patches" && ls ./*.patch | sed 's|^\./||'; cat "$list") | awk '!/^#/ && NF {
 	if (!($1 in files)) order[n++] = $1
 	files[$1] = files[$1] " " substr($0, length($1) + 2)
-} END { for (i = 0; i < n; i++) print order[i] files[order[i]] }' "$list" | sort |
+} END { for (i = 0; i < n; i++) print order[i] files[order[i]] }' | sort |
 while read -r patch files; do
 	[ -n "$patch" ] || continue
 	p=$top/patches/$patch

@@ -1235,8 +1235,9 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 	fprintf(stderr, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer",
 		bpf_bstack__pct(s[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
 		s[BPF_BSTACK_STAT_FP_STACKS]);
-	fprintf(stderr, " (tables not loaded yet: %" PRIu64 " of them after new code was mapped) ]\n",
+	fprintf(stderr, " (tables not loaded yet: %" PRIu64 " of them after new code was mapped",
 		s[BPF_BSTACK_STAT_CFI_NO_MAP]);
+	fprintf(stderr, ") ]\n");
 	if (cfi > s[BPF_BSTACK_STAT_CFI_COMPLETE]) {
 		fprintf(stderr, "[ perf bstack: table walks ended early at: %" PRIu64
 			" code without unwind rule, %" PRIu64 " unreadable stack,",
