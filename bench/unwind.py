@@ -10,9 +10,9 @@ pointers, as the distribution builds them) and bstack_nofp, a gcc -O2
 libc's qsort().
 
 Stacks: perf bstack record (unwind tables) watches the very run that perf
-record --call-graph dwarf records (bstack follows the perf record it
-starts and its children; only the program's samples are compared), and
-so does perf bstack record --no-cfi that perf record -g records.  A stack
+record --call-graph dwarf records (perf record runs perf bstack record,
+which runs the program; only the program's samples are compared), and
+so does perf bstack record --no-cfi with perf record -g.  A stack
 "reaches main" when it holds a frame below __libc_start_call_main (the
 programs are stripped: main has no name).
 
@@ -120,11 +120,14 @@ def top_chains(stacks, comm, n=3):
 
 
 def same_run(cmd, tmp, bstack_extra, record_args):
-    """bstack and perf record watching one run of cmd"""
+    """bstack and perf record watching one run of cmd: perf record outside,
+    so that bstack's process tree is cmd's alone (perf record follows its
+    child perf bstack record and cmd, and only cmd's samples are compared)"""
     b = os.path.join(tmp, "same-b.data")
     r = os.path.join(tmp, "same-r.data")
-    sh([PERF, "bstack", "record", "-q", "-F", FREQ, "-o", b] + bstack_extra + ["--", PERF,
-       "record", "-q", "-F", FREQ, "-e", "cpu-clock", "-o", r] + record_args + ["--"] + cmd)
+    sh([PERF, "record", "-q", "-F", FREQ, "-e", "cpu-clock", "-o", r] + record_args +
+       ["--", PERF, "bstack", "record", "-q", "-F", FREQ, "-o", b] + bstack_extra +
+       ["--"] + cmd)
     return folded_bstack(b), folded_script(r)
 
 
