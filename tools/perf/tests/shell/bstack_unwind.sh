@@ -42,6 +42,9 @@ test_whole_stacks() {
 	rm -r "$tmp/run"
 	grep -q 'walked with unwind tables' "$tmp/nofp.err" ||
 		fail "the summary does not say how stacks were walked"
+	$perf bstack report -i "$tmp/nofp.data" --stdio 2> /dev/null |
+		grep -qE '^# bstack: user stacks: [1-9][0-9]* walked with unwind tables' ||
+		fail "the report's summary does not say how stacks were walked"
 	$perf bstack report -i "$tmp/nofp.data" --folded > "$tmp/nofp.folded" 2> /dev/null
 	pct=$(share "$tmp/nofp.folded" 'nofp_compare [0-9]+$' "$whole")
 	[ "$pct" -ge 90 ] || fail "only $pct% of the samples in nofp_compare reach main"
