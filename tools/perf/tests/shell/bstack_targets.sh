@@ -19,16 +19,6 @@ bstack_start_test "perf bstack targets test"
 chmod 755 "$tmp"
 
 bstack_build_workload "$tmp" || exit 1
-# share in % of the samples of comm $2 in folded file $1 whose stacks
-# resolve, from the sampled function down to main, in the binary gone
-resolved() {
-	all=$(bstack_folded_sum "$1" "^$2;")
-	part=$(bstack_folded_sum "$1" "^$2;.*;main;nofp_outer;")
-	echo "$2: $part of $all samples resolve to main" >&2
-	[ "$all" -gt 0 ] || { echo 0; return; }
-	echo $((part * 100 / all))
-}
-
 test_mount_namespace() {
 	echo "a binary on a tmpfs of a private mount namespace, gone with it"
 	mkdir "$tmp/mnt"
@@ -39,7 +29,8 @@ test_mount_namespace() {
 	[ -e "$tmp/mnt/ns_nofp" ] && { fail "the tmpfs was not private"; return; }
 	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/ns.data" --folded \
 		> "$tmp/ns.folded" 2> /dev/null
-	pct=$(resolved "$tmp/ns.folded" ns_nofp)
+	pct=$(bstack_folded_share "$tmp/ns.folded" "^ns_nofp;" \
+	      "^ns_nofp;.*;main;nofp_outer;")
 	[ "$pct" -ge 90 ] || fail "only $pct% of the container's samples resolve"
 }
 
@@ -51,7 +42,8 @@ test_deleted_binary() {
 		2> "$tmp/del.err" || { fail "record: $(tail -1 "$tmp/del.err")"; return; }
 	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/del.data" --folded \
 		> "$tmp/del.folded" 2> /dev/null
-	pct=$(resolved "$tmp/del.folded" del_nofp)
+	pct=$(bstack_folded_share "$tmp/del.folded" "^del_nofp;" \
+	      "^del_nofp;.*;main;nofp_outer;")
 	[ "$pct" -ge 90 ] || fail "only $pct% of the deleted binary's samples resolve"
 }
 

@@ -21,15 +21,6 @@ bstack_start_test "perf bstack unwind test"
 bstack_build_workload "$tmp" || exit 1
 perf="perf --buildid-dir $tmp/cache"
 
-# share of the samples of folded file $1 matching $2 that also match $3, in %
-share() {
-	all=$(bstack_folded_sum "$1" "$2")
-	part=$(bstack_folded_sum "$1" "$3")
-	echo "$part of $all" >&2
-	[ "$all" -gt 0 ] || { echo 0; return; }
-	echo $((part * 100 / all))
-}
-
 # a whole stack of the workload, caller first: main down to the callback
 whole='^bstack_nofp;.*;main;nofp_outer;nofp_sort;[^;]*qsort[^;]*;(.*;)?nofp_compare [0-9]+$'
 
@@ -46,7 +37,7 @@ test_whole_stacks() {
 		grep -qE '^# bstack: user stacks: [1-9][0-9]* walked with unwind tables' ||
 		fail "the report's summary does not say how stacks were walked"
 	$perf bstack report -i "$tmp/nofp.data" --folded > "$tmp/nofp.folded" 2> /dev/null
-	pct=$(share "$tmp/nofp.folded" 'nofp_compare [0-9]+$' "$whole")
+	pct=$(bstack_folded_share "$tmp/nofp.folded" 'nofp_compare [0-9]+$' "$whole")
 	[ "$pct" -ge 90 ] || fail "only $pct% of the samples in nofp_compare reach main"
 	# the handler's stacks go on through the signal frame into main's
 	grep -qE '^bstack_nofp;.*;main;nofp_outer;.*;__restore_rt;nofp_handler;nofp_sort;' \
@@ -58,7 +49,7 @@ test_no_cfi() {
 	$perf bstack record -q --no-cfi -F 499 -o "$tmp/fp.data" -- "$tmp/bstack_nofp" 1 \
 		2> /dev/null || { fail "record --no-cfi"; return; }
 	$perf bstack report -i "$tmp/fp.data" --folded > "$tmp/fp.folded" 2> /dev/null
-	pct=$(share "$tmp/fp.folded" 'nofp_compare [0-9]+$' "$whole")
+	pct=$(bstack_folded_share "$tmp/fp.folded" 'nofp_compare [0-9]+$' "$whole")
 	[ "$pct" -lt 50 ] ||
 		fail "$pct% reach main by frame pointer: was the workload built with them?"
 }
@@ -70,7 +61,8 @@ test_debian_xz() {
 		2> /dev/null || { fail "record xz"; return; }
 	$perf bstack report -i "$tmp/xz.data" --folded > "$tmp/xz.folded" 2> /dev/null
 	# xz is stripped: main is the frame after __libc_start_call_main
-	pct=$(share "$tmp/xz.folded" '^xz;' '^xz;.*__libc_start_call_main;[^;]+;.*lzma_code;')
+	pct=$(bstack_folded_share "$tmp/xz.folded" '^xz;' \
+	      '^xz;.*__libc_start_call_main;[^;]+;.*lzma_code;')
 	[ "$pct" -ge 90 ] || fail "only $pct% of xz's samples go from lzma_code to main"
 }
 

@@ -91,6 +91,16 @@ bstack_folded_sum() {
 	grep -E "$2" "$1" | awk '{ n += $NF } END { print n + 0 }'
 }
 
+# the share in % of the samples of folded file $1 matching $2 that also
+# match $3; "N of M" on stderr
+bstack_folded_share() {
+	_all=$(bstack_folded_sum "$1" "$2")
+	_part=$(bstack_folded_sum "$1" "$3")
+	echo "$_part of $_all" >&2
+	[ "$_all" -gt 0 ] || { echo 0; return; }
+	echo $((_part * 100 / _all))
+}
+
 # perf record installs its signal handlers before it creates its output:
 # wait for the file before signalling a recorder started in the background
 bstack_wait_for_file() {
