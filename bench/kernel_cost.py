@@ -4,8 +4,9 @@
 
   python3 bench/kernel_cost.py [--repeats N] [--scale F] [--user-stack-only] [--out FILE]
 
-Runs bench/'s workloads under perf bstack record and under the same BPF
-program without build-ids (--ip-stacks), interleaved, with
+Runs bench/'s workloads under perf bstack record --no-cfi (user stacks
+walked by the kernel, with build-ids) and under the same BPF program
+without build-ids (--ip-stacks), interleaved, with
 kernel.bpf_stats_enabled=1, and prints for each workload the median BPF
 ns per sample of both, the median ratio of the two in a repeat, and the
 share of user frames the kernel gave as IPs.  make kernel-check runs it inside
@@ -25,7 +26,10 @@ import tempfile
 
 from run import BUILD, PROFILERS, SMOKE_SIZES, bpf_stats_enabled, run_once, sh
 
-COMPARED = ("bstack", "bstack --ip-stacks")
+# The kernel's build-id walk is what the kernel series changes: --no-cfi
+# keeps it, where perf bstack would walk user stacks with unwind tables.
+PROFILERS["bstack --no-cfi"] = PROFILERS["bstack"] + ["--no-cfi"]
+COMPARED = ("bstack --no-cfi", "bstack --ip-stacks")
 
 
 def ip_frames_pct(err):
