@@ -493,13 +493,14 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		fprintf(fp, "# bstack: %s\n", lost);
 	} else
 		fprintf(fp, "# bstack: no recorder counters in the file: losses unknown\n");
-	if (s->stat[BPF_BSTACK_STAT_CFI_STACKS])
-		fprintf(fp, "# bstack: user stacks: %" PRIu64 " walked with unwind tables (%.1f%%"
-			" to the bottom), %" PRIu64 " by frame pointer\n",
-			s->stat[BPF_BSTACK_STAT_CFI_STACKS],
-			bpf_bstack__pct(s->stat[BPF_BSTACK_STAT_CFI_COMPLETE],
-					s->stat[BPF_BSTACK_STAT_CFI_STACKS]),
+	if (s->stat[BPF_BSTACK_STAT_CFI_STACKS]) {
+		u64 cfi = s->stat[BPF_BSTACK_STAT_CFI_STACKS];
+
+		fprintf(fp, "# bstack: user stacks: %" PRIu64 " walked with unwind tables", cfi);
+		fprintf(fp, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer\n",
+			bpf_bstack__pct(s->stat[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
 			s->stat[BPF_BSTACK_STAT_FP_STACKS]);
+	}
 	fprintf(fp, "# bstack: user frames: %.1f%% with build-id, %.1f%% as IP (%" PRIu64
 		" of %" PRIu64 " found in recorded maps), %" PRIu64 " bogus offsets, %" PRIu64
 		" unknown\n",
