@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <linux/bpf.h>
@@ -40,6 +39,7 @@
 #include "util/debug.h"
 #include "util/hashmap.h"
 #include "util/symbol.h"
+#include "util/time-utils.h"
 
 #include "bpf_skel/bstack.h"
 #include "bpf_skel/bstack.skel.h"
@@ -65,14 +65,6 @@ struct bpf_bstack_cfi {
 	u32			nr_no_table, nr_table_full, nr_too_many_maps;
 	u32			nr_saved, nr_save_failed;
 };
-
-static u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
 
 static size_t file_key_hash(long key, void *ctx __maybe_unused)
 {
@@ -275,7 +267,7 @@ int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid)
 	struct bpf_bstack_cfi_proc *proc;
 	char path[64], *line = NULL;
 	u32 key = pid, files = cfi->nr_files;
-	u64 start = now_ns();
+	u64 start = rdclock();
 	size_t len = 0;
 	FILE *fp;
 	int err;
@@ -306,7 +298,7 @@ int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid)
 	}
 	cfi->nr_loads++;
 	pr_debug("unwind tables of pid %d: %u new files, %.1f ms\n", pid, cfi->nr_files - files,
-		 (now_ns() - start) / 1e6);
+		 (rdclock() - start) / 1e6);
 	return 0;
 }
 
