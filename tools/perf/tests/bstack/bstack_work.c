@@ -6,12 +6,17 @@
  * that every function below shows up in user stacks.
  *
  * usage: bstack_work SECONDS CHILD_BINARY LIBRARY [OTHER_LIBRARY]
+ *
+ * With BSTACK_WORK_CPU_FILE set, the CPU time it and its children used, in
+ * milliseconds, is written there at the end: what a sampler of this
+ * workload can have samples of, whatever else the machine was doing.
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 
@@ -75,6 +80,33 @@ static void bstack_work_other_library(const char *lib)
 	asm volatile("" : : : "memory");	/* no tail call: keep this frame */
 }
 
+static long bstack_work_cpu_ms(int who)
+{
+	struct rusage ru;
+
+	if (getrusage(who, &ru))
+		return 0;
+	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+static void bstack_work_write_cpu(void)
+{
+	const char *path = getenv("BSTACK_WORK_CPU_FILE");
+	FILE *f;
+
+	if (!path)
+		return;
+	f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		return;
+	}
+	fprintf(f, "%ld\n", bstack_work_cpu_ms(RUSAGE_SELF) +
+		bstack_work_cpu_ms(RUSAGE_CHILDREN));
+	fclose(f);
+}
+
 int main(int argc, char **argv)
 {
 	double end;
@@ -91,5 +123,6 @@ int main(int argc, char **argv)
 		if (argc > 4)
 			bstack_work_other_library(argv[4]);
 	}
+	bstack_work_write_cpu();
 	return 0;
 }
