@@ -21,6 +21,7 @@ ip link set lo up 2> /dev/null
 
 cost=
 record=
+repeat=
 testmod=
 . /run/out/args
 
@@ -45,7 +46,13 @@ uname -r -v > /run/out/uname
 	mount
 } > /run/out/guest.log 2>&1
 cd "$tree" || echo "cannot cd to $tree" >> /run/out/guest.log
-[ $# -eq 0 ] || perf test -v "$@" > /run/out/perf-test.log 2>&1
+# repeat: runs of the tests, to catch one that fails now and then
+: > /run/out/perf-test.log
+i=0
+while [ $# -gt 0 ] && [ $i -lt "${repeat:-1}" ]; do
+	perf test -v "$@" >> /run/out/perf-test.log 2>&1
+	i=$((i + 1))
+done
 if [ -n "$cost" ]; then
 	# shellcheck disable=SC2086
 	python3 "$top/bench/kernel_cost.py" $cost > /run/out/cost.txt 2>&1

@@ -21,6 +21,7 @@
 # in $KERNEL_RESULTS (default bench/RESULTS-kernel.md).
 #
 #   KERNEL_PATCHES=none      only the unpatched kernel, running the tests
+#   KERNEL_TEST_REPEAT=N     run the perf tests N times in each guest
 #   KERNEL_COST=0            no cost runs (KERNEL_COST_SCALE: work per run,
 #                            times bench/'s smoke sizes; KERNEL_COST_REPEATS);
 #                            they boot each kernel once more, under -icount
@@ -148,6 +149,7 @@ boot() {
 		[ "$want_cost" = 1 ] &&
 			echo "cost='--scale $cost_scale --repeats $cost_repeats --user-stack-only'"
 		[ "$record" = 1 ] && echo "record=1"
+		echo "repeat=${KERNEL_TEST_REPEAT:-1}"
 		[ -f "$kdir/bstack_testmod.ko" ] && echo "testmod='$kdir/bstack_testmod.ko'"
 		printf 'set --'
 		[ $# -eq 0 ] || printf " '%s'" "$@"
@@ -180,6 +182,11 @@ count_tests() {
 		return
 	fi
 	echo "$res"
+	# a failed test's own lines, so that a CI log says why
+	if echo "$res" | grep -q -e ': FAILED!$'; then
+		grep -B 40 -e ': FAILED!$' "$1" | grep -v -e '^ *[0-9.]*: .*: Ok$' |
+			tail -n 40 | sed 's/^/    /'
+	fi
 	pass=$((pass + $(echo "$res" | grep -c ': Ok$' || true)))
 	fail=$((fail + $(echo "$res" | grep -c -e ': FAILED!$' -e ': Skip' || true)))
 }
