@@ -48,6 +48,7 @@
 #include "util/synthetic-events.h"
 #include "util/target.h"
 #include "util/thread_map.h"
+#include "util/time-utils.h"
 
 #include "bpf_skel/bstack.h"
 #include "bpf_skel/bstack.skel.h"
@@ -112,14 +113,6 @@ union bstack_event {
 	struct perf_event_header hdr;
 	u64 array[(PERF_SAMPLE_MAX_SIZE) / sizeof(u64)];
 };
-
-static u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
 
 static int check_privileges(void)
 {
@@ -1164,7 +1157,7 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	w->sample_type = evsel->core.attr.sample_type;
 	if (evsel->core.id)
 		w->sid = evsel->core.id[0];
-	w->now = now_ns();
+	w->now = rdclock();	/* CLOCK_MONOTONIC, as bpf_ktime_get_ns() */
 
 	if (final)
 		b->skel->bss->enabled = 0;
