@@ -565,6 +565,7 @@ static int config_cfi(struct bpf_bstack *b)
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_file_ids, cfi ? 4096 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_procs, cfi ? 1024 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_asked, cfi ? 1024 : 1);
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_changed, cfi ? 1024 : 1);
 	return 0;
 }
 

@@ -275,6 +275,8 @@ int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid)
 	proc = zalloc(sizeof(*proc));
 	if (!proc)
 		return -ENOMEM;
+	/* the BPF program checks it against the last dlopen() or dlclose() */
+	proc->read_ns = start;
 	err = read_start_stack(pid, &proc->start_stack);
 	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
 	fp = err ? NULL : fopen(path, "r");

@@ -157,6 +157,19 @@ struct {
 	__uint(max_entries, 1);
 } bstack_cfi_asked SEC(".maps");
 
+/*
+ * When the code mapped in each process last changed (dlopen(), dlclose(),
+ * exec): mappings read before are out of date, even those user space
+ * stores after it, as it reads them long before it is done with the
+ * tables.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} bstack_cfi_changed SEC(".maps");
+
 /* tgids whose mappings user space should (re)load */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -672,6 +685,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	struct bpf_bstack_cfi_proc *proc;
 	__u32 level = nest_level(), tgid;
 	struct cfi_walk *w;
+	__u64 *changed;
 
 	w = bpf_map_lookup_elem(&bstack_cfi_walk, &level);
 	if (!w)
@@ -683,6 +697,13 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	/* none yet, or of the image before an exec that raced with user space */
 	if (!proc || proc->start_stack != BPF_CORE_READ((struct mm_struct___bstack *)task->mm,
 							start_stack)) {
+		ask_mappings(tgid);
+		return false;
+	}
+	/* read before a dlopen() or dlclose(): other code may be there now */
+	changed = bpf_map_lookup_elem(&bstack_cfi_changed, &tgid);
+	if (changed && *changed > proc->read_ns) {
+		stat_inc(stats, BPF_BSTACK_STAT_CFI_NO_MAP, 1);
 		ask_mappings(tgid);
 		return false;
 	}
@@ -1064,6 +1085,7 @@ static __always_inline bool read_mappings(__u32 tgid)
 	if (!proc || !task->mm || !bpf_iter_task_vma_new)
 		return false;
 	proc->nr = 0;
+	proc->read_ns = bpf_ktime_get_ns();
 	proc->start_stack = BPF_CORE_READ((struct mm_struct___bstack *)task->mm, start_stack);
 	bpf_for_each(task_vma, vma, (struct task_struct *)task, 0) {
 		if (!(vma->vm_flags & VM_EXEC))
@@ -1082,8 +1104,11 @@ static __always_inline bool read_mappings(__u32 tgid)
  */
 static __always_inline void mappings_changed(__u32 tgid)
 {
+	__u64 now = bpf_ktime_get_ns();
 	__u32 zero = 0;
 	bool done;
+
+	bpf_map_update_elem(&bstack_cfi_changed, &tgid, &now, BPF_ANY);
 
 	if (nest_enter(bpf_map_lookup_elem(&bstack_stats, &zero))) {
 		done = read_mappings(tgid);

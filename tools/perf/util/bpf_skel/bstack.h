@@ -163,6 +163,7 @@ struct bpf_bstack_cfi_proc {
 	__u32 nr;
 	__u32 reserved;
 	__u64 start_stack;
+	__u64 read_ns;			/* bpf_ktime_get_ns() when the mappings were read */
 	struct bpf_bstack_cfi_map map[BPF_BSTACK_CFI_MAPS];
 };
 
