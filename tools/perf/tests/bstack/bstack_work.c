@@ -8,8 +8,9 @@
  * usage: bstack_work SECONDS CHILD_BINARY LIBRARY [OTHER_LIBRARY]
  *
  * With BSTACK_WORK_CPU_FILE set, the CPU time it and its children used, in
- * milliseconds, is written there at the end: what a sampler of this
- * workload can have samples of, whatever else the machine was doing.
+ * milliseconds, and the number of children it ran are written there at the
+ * end: what a sampler of this workload can have samples of, whatever else
+ * the machine was doing.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -41,17 +42,22 @@ void bstack_work_middle(unsigned long n)
 	bstack_work_leaf(n);
 }
 
+static unsigned long bstack_work_children;
+
+/* 40 ms: at 99 Hz, 1 child in 50 has no sample */
 static void bstack_work_child(const char *child)
 {
 	pid_t pid = fork();
 	int status;
 
 	if (pid == 0) {
-		execl(child, child, "20", (char *)NULL);
+		execl(child, child, "40", (char *)NULL);
 		_exit(127);
 	}
-	if (pid > 0)
+	if (pid > 0) {
 		waitpid(pid, &status, 0);
+		bstack_work_children++;
+	}
 }
 
 static void bstack_work_library(const char *lib, const char *spin)
@@ -102,8 +108,8 @@ static void bstack_work_write_cpu(void)
 		perror(path);
 		return;
 	}
-	fprintf(f, "%ld\n", bstack_work_cpu_ms(RUSAGE_SELF) +
-		bstack_work_cpu_ms(RUSAGE_CHILDREN));
+	fprintf(f, "%ld %lu\n", bstack_work_cpu_ms(RUSAGE_SELF) +
+		bstack_work_cpu_ms(RUSAGE_CHILDREN), bstack_work_children);
 	fclose(f);
 }
 

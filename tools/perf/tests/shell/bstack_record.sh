@@ -124,9 +124,12 @@ test_reloaded_library() {
 
 test_comms() {
 	echo "exec'd children are counted under their own comm"
+	# each child spins 40 ms: at 99 Hz, 1 in 50 has no sample
 	nr_child=$(awk '$1 == "COUNT" && $7 == "bstack_child" { print $3 }' "$tmp/script" |
 		cut -d/ -f1 | sort -u | wc -l)
-	[ "$nr_child" -ge 10 ] || fail "only $nr_child bstack_child processes"
+	ran=$(cut -d' ' -f2 "$tmp/cpu_ms" 2> /dev/null)
+	[ "${ran:-0}" -gt 0 ] && [ "$nr_child" -ge $((ran / 2)) ] ||
+		fail "$nr_child of ${ran:-?} bstack_child processes have samples"
 	grep -q '^COUNT .* comm bstack_work ' "$tmp/script" || fail "no bstack_work counts"
 	# a child's stack is never counted under the parent's name
 	child_stack=$(awk -v id="$(bstack_build_id "$child")" '
@@ -150,7 +153,7 @@ test_lost() {
 	# of that is the timers' slack (an hrtimer late by several periods, as
 	# a guest's vCPU can be, fires once); fewer is samples dropped.
 	samples=$(echo "$stats" | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
-	cpu_ms=$(cat "$tmp/cpu_ms" 2> /dev/null)
+	cpu_ms=$(cut -d' ' -f1 "$tmp/cpu_ms" 2> /dev/null)
 	[ -n "$cpu_ms" ] || { fail "the workload did not write its CPU time"; cpu_ms=0; }
 	want=$((cpu_ms * 99 / 2 / 1000))
 	[ "${samples:-0}" -ge "$want" ] && [ "${samples:-0}" -gt 0 ] ||
