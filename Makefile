@@ -7,7 +7,7 @@
 #   make check    build, run the bstack perf tests and checkpatch
 #   make demo     record and report the bundled workload
 #   make series   write the work as a git format-patch series (build/series)
-#   make bench    benchmarks into bench/RESULTS.md (sampling, then events)
+#   make bench    benchmarks into bench/RESULTS*.md (sampling, events, same-run counts)
 #   make asan     perf with ASan+UBSan in build/perf-asan, and the bstack tests on it
 #   make fuzz     libFuzzer on the payload decoder, 10,000 mutated files under ASan
 #   make stress   10 minutes of --interval over churn: memory must stay bounded
@@ -75,6 +75,7 @@ clean:
 bench: perf
 	@python3 bench/run.py
 	@python3 bench/events.py
+	@python3 bench/same_run.py
 
 stress: perf
 	@python3 bench/stress.py --seconds $${STRESS_SECONDS:-600}

@@ -83,6 +83,16 @@ else
 	fail=$((fail + 1))
 fi
 
+# bench/same_run.py works and writes every row
+smoke=$build/RESULTS-same-run-smoke.md
+if out=$(python3 "$top/bench/same_run.py" --smoke --out "$smoke" 2>&1) &&
+   [ "$(grep -cE '^\| (cpu|churn|dlopen|threads), all repeats \| [0-9]+ \| [0-9]+ ' "$smoke")" = 4 ]; then
+	pass=$((pass + 1))
+else
+	echo "bench same-run smoke run failed: $out"
+	fail=$((fail + 1))
+fi
+
 # bench/events.py works, and every bstack recorder kept all 2000 events
 smoke=$build/RESULTS-events-smoke.md
 rm -f "$smoke"
