@@ -1147,9 +1147,15 @@ int on_exec(u64 *ctx)
 	return 0;
 }
 
-/* forget exited processes: the filter stays small and a reused pid is not followed */
-SEC("tp_btf/sched_process_exit")
-int on_exit(u64 *ctx)
+/*
+ * Forget a process when its task is freed, not when it starts to exit:
+ * the exit path tears its memory down (exit_mm()), which is real cost, and
+ * recent kernels trace sched_process_exit before it.  The filter stays
+ * small, and a reused pid is not followed: pids are handed out in turn, so
+ * one is not reused in the grace period between its release and the free.
+ */
+SEC("tp_btf/sched_process_free")
+int on_free(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
 	__u32 pid;
