@@ -163,7 +163,19 @@ boot() {
 		-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
 		-device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
 		-fsdev local,id=o,path="$out",security_model=none \
-		-device virtio-9p-pci,fsdev=o,mount_tag=out > "$out/console.log" 2>&1 || true
+		-device virtio-9p-pci,fsdev=o,mount_tag=out > "$out/console.log" 2>&1 &
+	qemu=$!
+	# the guest powers off once it wrote done, and QEMU under -icount has
+	# been seen to stay up after that: stop it
+	while kill -0 "$qemu" 2> /dev/null; do
+		if [ -f "$out/done" ]; then
+			sleep 10
+			kill "$qemu" 2> /dev/null || true
+			break
+		fi
+		sleep 2
+	done
+	wait "$qemu" || true
 	if [ ! -f "$out/done" ]; then
 		tail -n 30 "$out/console.log"
 		echo "error: the guest did not finish, see $out/console.log" >&2
