@@ -178,12 +178,13 @@ def workload_samples(report_cmd):
     return n
 
 
-def bstack_workload_samples(data):
+def bstack_workload_samples(data, comms=("bench_work", "bench_child")):
+    """Samples of a bstack recording's tasks with these comms (None: all)."""
     r = sh([PERF, "bstack", "script", "-i", data])
     n = 0
     for line in r.stdout.splitlines():
         f = line.split()
-        if f and f[0] == "COUNT" and f[6] in ("bench_work", "bench_child"):
+        if f and f[0] == "COUNT" and (comms is None or f[6] in comms):
             n += int(f[1])
     return n
 

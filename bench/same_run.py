@@ -23,7 +23,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import PERF, SIZES, SMOKE_SIZES, TOP, build_workloads, machine, sh, workload  # noqa: E402
+from run import (PERF, SIZES, SMOKE_SIZES, TOP, build_workloads,  # noqa: E402
+                 bstack_workload_samples, machine, sh, workload)
 
 FORK_RE = re.compile(r"PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):(\d+)\)")
 SAMPLE_RE = re.compile(r"^\s*(\d+)/(\d+)\s*$")
@@ -55,12 +56,6 @@ def target_samples(outer, root):
     return sum(per_pid[p] for p in tree)
 
 
-def bstack_samples(inner):
-    r = sh([PERF, "bstack", "script", "-i", inner])
-    return sum(int(line.split()[1]) for line in r.stdout.splitlines()
-               if line.startswith("COUNT "))
-
-
 def run_once(mode, sizes, tmp, bstack_opts):
     outer = os.path.join(tmp, "outer.data")
     inner = os.path.join(tmp, "inner.data")
@@ -73,7 +68,8 @@ def run_once(mode, sizes, tmp, bstack_opts):
     if r.returncode:
         sys.exit("same_run: %s failed:\n%s" % (mode, r.stderr))
     root = int(open(pidfile).read())
-    return target_samples(outer, root), bstack_samples(inner)
+    # every task bstack followed: the tree perf's count is of
+    return target_samples(outer, root), bstack_workload_samples(inner, comms=None)
 
 
 def main():
