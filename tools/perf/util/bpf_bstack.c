@@ -7,11 +7,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <linux/capability.h>
 #include <linux/err.h>
@@ -26,6 +29,7 @@
 #include "util/bpf_counter.h"
 #include "util/bstack.h"
 #include "util/bstack-cfi.h"
+#include "util/bstack-jit.h"
 #include "util/build-id.h"
 #include "util/cap.h"
 #include "util/cpumap.h"
@@ -107,6 +111,14 @@ struct bpf_bstack {
 	u64			nr_missing_stacks, nr_aged_out;
 	struct bpf_bstack_marks	marks;		/* the DSOs of the stacks, for perf.data */
 	struct bpf_bstack_cfi	*cfi;		/* unwind tables, NULL: frame pointers only */
+	struct hashmap		*jit_maps;	/* pid with IP frames -> struct bstack_jit_map */
+	u32			nr_jit_pids, nr_jit_images, nr_jit_failed;
+};
+
+/* A JIT's perf map as last made into images: made again when it changes */
+struct bstack_jit_map {
+	off_t		size;
+	struct timespec	mtime;
 };
 
 union bstack_event {
@@ -697,6 +709,14 @@ void bpf_bstack__delete(struct bpf_bstack *b)
 		close(b->timer_fd);
 	hashmap__free(b->written);
 	hashmap__free(b->known_bids);
+	if (b->jit_maps) {
+		struct hashmap_entry *cur;
+		size_t bkt;
+
+		hashmap__for_each_entry(b->jit_maps, cur, bkt)
+			free(cur->pvalue);
+		hashmap__free(b->jit_maps);
+	}
 	bpf_bstack__marks_exit(&b->marks);
 	bpf_bstack__opts_exit(&b->opts);
 	free(b);
@@ -711,12 +731,15 @@ static struct bpf_bstack *bpf_bstack__new(const struct bpf_bstack_opts *opts)
 	b->timer_fd = -1;
 	b->written = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	b->known_bids = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
-	if (IS_ERR(b->written) || IS_ERR(b->known_bids) ||
+	b->jit_maps = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	if (IS_ERR(b->written) || IS_ERR(b->known_bids) || IS_ERR(b->jit_maps) ||
 	    bpf_bstack__opts_copy(&b->opts, opts) || bpf_bstack__marks_init(&b->marks)) {
 		if (IS_ERR(b->written))
 			b->written = NULL;
 		if (IS_ERR(b->known_bids))
 			b->known_bids = NULL;
+		if (IS_ERR(b->jit_maps))
+			b->jit_maps = NULL;
 		bpf_bstack__delete(b);
 		return NULL;
 	}
@@ -787,6 +810,7 @@ struct bstack_writer {
 	struct bpf_bstack	*b;
 	struct perf_session	*session;
 	u64			sample_type;
+	bool			sample_id_all;
 	u64			sid;
 	u64			now;
 	int			bytes;
@@ -951,6 +975,33 @@ static bool names_unknown_binary(struct bpf_bstack *b, const struct bpf_bstack_r
 	return false;
 }
 
+/* Does a user stack just written have frames the kernel gave as IPs (JIT code)? */
+static bool has_ip_frames(const struct bpf_bstack_rec_stack *rec)
+{
+	const struct bpf_bstack_frame *f = bpf_bstack__user_frames((void *)rec);
+	u32 i;
+
+	if (rec->kind == BPF_BSTACK_STACK_USER_IP)
+		return rec->nr;
+	for (i = 0; i < rec->nr; i++) {
+		if (f[i].status == BPF_STACK_BUILD_ID_IP)
+			return true;
+	}
+	return false;
+}
+
+/* pid may run JIT code: look for its perf map at the end of the drain */
+static void note_jit_candidate(struct bpf_bstack *b, u32 pid)
+{
+	struct bstack_jit_map *m;
+
+	if (hashmap__find(b->jit_maps, (long)pid, NULL))
+		return;
+	m = zalloc(sizeof(*m));
+	if (m && hashmap__add(b->jit_maps, (long)pid, m))
+		free(m);
+}
+
 static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key,
 		       const struct bpf_bstack_count *val)
 {
@@ -964,6 +1015,8 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	if (err > 0 && b->opts.no_mmap_tracking && !b->opts.ip_stacks &&
 	    names_unknown_binary(b, (void *)w->payload))
 		harvest_maps(b, &w->session->machines.host, key->pid);
+	if (err > 0 && has_ip_frames((void *)w->payload))
+		note_jit_candidate(b, key->pid);
 	if (err >= 0)
 		err = write_stack(w, key->kern_stack, BPF_BSTACK_STACK_KERNEL);
 	if (err < 0)
@@ -1022,6 +1075,114 @@ static int drain_counts(struct bstack_writer *w, struct bpf_map *map)
  * and tp_btf programs, not for sampling events (bpf_overflow_handler()):
  * samples skipped that way stay unknown.
  */
+struct jit_writer {
+	struct bstack_writer	*w;
+	u32			pid;
+	int			write_err;	/* perf.data: the drain fails */
+};
+
+/* An MMAP2 that places a JIT image in the process, and its DSO as hit */
+static int write_jit_mmap(const struct bpf_bstack_jit_image *img, void *arg)
+{
+	struct jit_writer *jw = arg;
+	struct bstack_writer *w = jw->w;
+	struct perf_record_mmap2 *mm = (void *)&w->event;
+	struct perf_sample id = {
+		.pid = jw->pid, .tid = jw->pid, .time = w->now, .id = w->sid, .stream_id = w->sid,
+	};
+	size_t len = strlen(img->name) + 1, size;
+	struct dso *dso;
+
+	memset(mm, 0, sizeof(*mm));
+	mm->header.type = PERF_RECORD_MMAP2;
+	mm->header.misc = PERF_RECORD_MISC_USER | PERF_RECORD_MISC_MMAP_BUILD_ID;
+	mm->pid = mm->tid = jw->pid;
+	mm->start = img->start;
+	mm->len = img->end - img->start;
+	mm->pgoff = img->pgoff;
+	mm->build_id_size = img->bid.size;
+	memcpy(mm->build_id, img->bid.data, img->bid.size);
+	mm->prot = PROT_READ | PROT_EXEC;
+	mm->flags = MAP_PRIVATE;
+	memcpy(mm->filename, img->name, len);
+	size = PERF_ALIGN(offsetof(struct perf_record_mmap2, filename) + len, sizeof(u64));
+	if (w->sample_id_all)
+		size += perf_event__synthesize_id_sample((void *)mm + size, w->sample_type, &id);
+	mm->header.size = size;
+	if (perf_data_file__write(&w->session->data->file, mm, size) < 0) {
+		pr_err("failed to write perf.data: %m\n");
+		jw->write_err = -errno;
+		return jw->write_err;
+	}
+	w->bytes += size;
+	w->b->nr_jit_images++;
+
+	/* into HEADER_BUILD_ID */
+	dso = machine__findnew_dso(&w->session->machines.host, img->name);
+	if (dso) {
+		struct build_id bid = img->bid;
+
+		dso__set_build_id(dso, &bid);
+		dso__set_hit(dso);
+		dso__put(dso);
+	}
+	return 0;
+}
+
+/*
+ * The perf map of pid: in the /tmp of its mount namespace, under the pid
+ * it has there, while it lives; in ours once it is gone.
+ */
+static void jit_map_path(pid_t pid, char *path, size_t size)
+{
+	struct nsinfo *nsi = nsinfo__new(pid);
+
+	snprintf(path, size, "/proc/%d/root/tmp/perf-%d.map", pid,
+		 nsi ? nsinfo__nstgid(nsi) : pid);
+	nsinfo__put(nsi);
+	if (access(path, R_OK))
+		snprintf(path, size, "/tmp/perf-%d.map", pid);
+}
+
+/*
+ * Make the perf maps of the processes whose stacks have IP frames into
+ * images, the first time and whenever they changed (a JIT appends).
+ */
+static int write_jit_images(struct bstack_writer *w)
+{
+	struct bpf_bstack *b = w->b;
+	struct hashmap_entry *cur, *tmp;
+	char path[PATH_MAX];
+	struct stat st;
+	size_t bkt;
+
+	hashmap__for_each_entry_safe(b->jit_maps, cur, tmp, bkt) {
+		struct bstack_jit_map *m = cur->pvalue;
+		struct jit_writer jw = { .w = w, .pid = cur->key, };
+		/* a process gone has its last map now: -a over churn sees many */
+		bool gone = kill(jw.pid, 0) && errno == ESRCH;
+
+		jit_map_path(jw.pid, path, sizeof(path));
+		if (!stat(path, &st) && (st.st_size != m->size ||
+					 memcmp(&st.st_mtim, &m->mtime, sizeof(m->mtime)))) {
+			if (!m->size)
+				b->nr_jit_pids++;
+			m->size = st.st_size;
+			m->mtime = st.st_mtim;
+			/* a map that cannot be made into images costs its names, not the drain */
+			if (bpf_bstack__jit_images(jw.pid, path, write_jit_mmap, &jw))
+				b->nr_jit_failed++;
+			if (jw.write_err)
+				return jw.write_err;
+		}
+		if (gone) {
+			hashmap__delete(b->jit_maps, cur->key, NULL, NULL);
+			free(m);
+		}
+	}
+	return 0;
+}
+
 static u64 recursion_misses(struct bpf_bstack *b)
 {
 	struct bpf_program *progs[] = {
@@ -1156,6 +1317,7 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	w->b = b;
 	w->session = session;
 	w->sample_type = evsel->core.attr.sample_type;
+	w->sample_id_all = evsel->core.attr.sample_id_all;
 	if (evsel->core.id)
 		w->sid = evsel->core.id[0];
 	w->now = rdclock();	/* CLOCK_MONOTONIC, as bpf_ktime_get_ns() */
@@ -1173,6 +1335,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	if (!err && final)
 		err = drain_counts(w, active ? b->skel->maps.bstack_counts0 :
 					       b->skel->maps.bstack_counts1);
+	if (!err)
+		err = write_jit_images(w);
 	if (!err)
 		err = write_stats(w);
 	if (!err && !final) {
@@ -1232,6 +1396,12 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 	fprintf(stderr, " (tables not loaded yet: %" PRIu64 " of them after new code was mapped",
 		s[BPF_BSTACK_STAT_CFI_NO_MAP]);
 	fprintf(stderr, ") ]\n");
+	fprintf(stderr, "[ perf bstack: table walks took %" PRIu64 " frames by frame pointer: ",
+		s[BPF_BSTACK_STAT_CFI_FP_FRAMES]);
+	fprintf(stderr, "%" PRIu64 " in code without a file (JIT, vDSO), %" PRIu64
+		" where a file had no unwind rule ]\n",
+		s[BPF_BSTACK_STAT_CFI_FP_FRAMES] - s[BPF_BSTACK_STAT_CFI_FP_GUESSED],
+		s[BPF_BSTACK_STAT_CFI_FP_GUESSED]);
 	if (cfi > s[BPF_BSTACK_STAT_CFI_COMPLETE]) {
 		fprintf(stderr, "[ perf bstack: table walks ended early at: %" PRIu64
 			" code without unwind rule, %" PRIu64 " unreadable stack,",
@@ -1268,6 +1438,9 @@ static void print_summary(struct bpf_bstack *b)
 	pr_debug("%" PRIu64 " stack ids unused for %d drains were forgotten\n",
 		 b->nr_aged_out, BSTACK_WRITTEN_AGE);
 	print_unwind_summary(b, s);
+	if (b->nr_jit_pids || b->nr_jit_failed)
+		fprintf(stderr, "[ perf bstack: JIT symbols (perf-PID.map) of %u processes kept in %u images, %u failed ]\n",
+			b->nr_jit_pids, b->nr_jit_images, b->nr_jit_failed);
 	print_prog_stats(b);
 	if (b->nr_kern_stacks && b->skel->rodata->kern_build_id)
 		fprintf(stderr, "[ perf bstack: kernel frames %s ]\n",

@@ -28,6 +28,7 @@
 #include <api/fs/fs.h>
 
 #include "util/addr_location.h"
+#include "util/bstack-jit.h"
 #include "util/bstack.h"
 #include "util/build-id.h"
 #include "util/data.h"
@@ -588,7 +589,8 @@ static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *
  * The slot of the binary an IP frame of cnt was in, and the frame's file
  * offset in it: through the map the process had at the time of the
  * samples, or, for maps not recorded before them (harvested at drain
- * time), the last map perf has at that address.  A frame at an address
+ * time) and anonymous ones a JIT image was placed in at drain time, the
+ * last map perf has at that address.  A frame at an address
  * that was mapped to another file between the first and the last sample
  * of cnt is not resolved, and counted: its samples may be in either.
  */
@@ -609,9 +611,8 @@ static struct bstack_slot *ip_frame_slot(struct bstack_conv *c,
 		c->sum->nr_ip_ambiguous++;
 		return NULL;
 	}
-	if (rec) {
-		if (!dso__has_build_id(rec->dso))
-			return NULL;
+	/* anonymous memory (JIT code): perf record may have placed an image there since */
+	if (rec && dso__has_build_id(rec->dso)) {
 		*offset = ip - rec->start + rec->pgoff;
 		return slot_for_build_id(c, dso__bid(rec->dso)->data);
 	}
@@ -619,7 +620,8 @@ static struct bstack_slot *ip_frame_slot(struct bstack_conv *c,
 	addr_location__init(&al);
 	thread = machine__find_thread(&c->session->machines.host, cnt->pid, cnt->tid);
 	if (thread && thread__find_map(thread, PERF_RECORD_MISC_USER, ip, &al) &&
-	    dso__has_build_id(map__dso(al.map))) {
+	    dso__has_build_id(map__dso(al.map)) &&
+	    (!rec || strstarts(dso__long_name(map__dso(al.map)), BPF_BSTACK_JIT_PREFIX))) {
 		slot = slot_for_build_id(c, dso__bid(map__dso(al.map))->data);
 		*offset = al.addr;
 	}
@@ -656,7 +658,8 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 		sum->nr_unknown_frames++;
 		return UNKNOWN_IP;
 	}
-	if (offset >= slot->limit) {
+	/* an IP frame's offset is within the map it was found in */
+	if (offset >= (f->status == BPF_STACK_BUILD_ID_VALID ? slot->limit : SLOT_SIZE)) {
 		/* a return address below the mapping comes back VALID with a huge offset */
 		sum->nr_bogus_frames++;
 		return UNKNOWN_IP;

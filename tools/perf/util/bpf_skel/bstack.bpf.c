@@ -421,6 +421,8 @@ struct mm_struct___bstack {
 } __attribute__((preserve_access_index));
 
 /* where a signal trampoline finds the interrupted registers: the ucontext */
+/* a frame pointer further above sp than a thread's stack is big is no frame pointer */
+#define FP_GUESS_MAX	(8ULL << 20)
 #define UC_MCONTEXT_RBP	(40 + 10 * 8)
 #define UC_MCONTEXT_RSP	(40 + 15 * 8)
 #define UC_MCONTEXT_RIP	(40 + 16 * 8)
@@ -441,6 +443,7 @@ struct cfi_walk {
 	int end;		/* the stat of why the walk ended, 0: still walking */
 	__u32 lo, hi;		/* of a binary search */
 	bool exact;		/* pc is not a return address: the leaf, or after a signal */
+	bool guessed;		/* pc came from a frame pointer where no rule was */
 };
 
 struct {
@@ -552,6 +555,20 @@ static __always_inline int fp_step(struct cfi_walk *w, struct bpf_bstack_stats *
 	return 0;
 }
 
+/*
+ * Code in a file with no rule for pc (hand-written assembly, V8's builtins):
+ * its frame pointer, if it points a little above sp, is the best guess.  A
+ * guess that leads into no mapping ends the stack at the frame before it.
+ */
+static __always_inline int guess_step(struct cfi_walk *w, struct bpf_bstack_stats *stats)
+{
+	if (w->bp <= w->sp || w->bp - w->sp > FP_GUESS_MAX)
+		return BPF_BSTACK_STAT_CFI_NO_ROW;
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_FP_GUESSED, 1);
+	w->guessed = true;
+	return fp_step(w, stats);
+}
+
 /* The registers a signal interrupted, saved in the ucontext at sp */
 static __always_inline int signal_step(struct cfi_walk *w)
 {
@@ -583,9 +600,7 @@ static __always_inline int row_step(struct cfi_walk *w, struct bpf_bstack_cfi_ro
 	case BPF_BSTACK_CFA_STOP:
 		return BPF_BSTACK_STAT_CFI_COMPLETE;
 	case BPF_BSTACK_CFA_NO_FDE:
-		/* a PLT stub has pushed nothing; elsewhere, there is no telling */
-		if (!w->exact)
-			return BPF_BSTACK_STAT_CFI_NO_ROW;
+		/* the leaf in a PLT stub, which has pushed nothing (cfi_step guesses elsewhere) */
 		cfa = w->sp + 8;
 		break;
 	default:
@@ -639,9 +654,10 @@ static long cfi_step(__u64 i, void *ctx)
 	}
 	m = find_map(w, proc, pc);
 	if (!m) {
-		w->end = BPF_BSTACK_STAT_CFI_NO_MAP;
+		w->end = w->guessed ? BPF_BSTACK_STAT_CFI_NO_ROW : BPF_BSTACK_STAT_CFI_NO_MAP;
 		return 1;
 	}
+	w->guessed = false;
 	if (m->file != BPF_BSTACK_CFI_NO_FILE)
 		file = bpf_map_lookup_elem(&bstack_cfi_files, &m->file);
 	add_frame(w, buf, m, file);
@@ -650,11 +666,10 @@ static long cfi_step(__u64 i, void *ctx)
 		return w->end ? 1 : 0;
 	}
 	row = find_row(w, file, pc - m->start + m->pgoff);
-	if (!row) {
-		w->end = BPF_BSTACK_STAT_CFI_NO_ROW;
-		return 1;
-	}
-	w->end = row_step(w, row);
+	if (!row || (row->cfa_kind == BPF_BSTACK_CFA_NO_FDE && !w->exact))
+		w->end = guess_step(w, stats);
+	else
+		w->end = row_step(w, row);
 	return w->end ? 1 : 0;
 }
 
@@ -713,6 +728,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->sp = BPF_CORE_READ(regs, sp);
 	w->bp = BPF_CORE_READ(regs, bp);
 	w->exact = true;
+	w->guessed = false;
 	w->max = max_depth();
 	w->nr = 0;
 	w->end = 0;

@@ -49,6 +49,7 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_RECURSION_MISSES, /* hits the kernel did not run us for, another
 					   * BPF program running (by user space)
 					   */
+	BPF_BSTACK_STAT_CFI_FP_GUESSED,	/* frames stepped by frame pointer where no rule was */
 	BPF_BSTACK_STAT_MAX,
 };
 
