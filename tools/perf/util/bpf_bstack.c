@@ -1439,8 +1439,10 @@ static void print_summary(struct bpf_bstack *b)
 		 b->nr_aged_out, BSTACK_WRITTEN_AGE);
 	print_unwind_summary(b, s);
 	if (b->nr_jit_pids || b->nr_jit_failed)
-		fprintf(stderr, "[ perf bstack: JIT symbols (perf-PID.map) of %u processes kept in %u images, %u failed ]\n",
-			b->nr_jit_pids, b->nr_jit_images, b->nr_jit_failed);
+		fprintf(stderr, "[ perf bstack: JIT symbols (perf-PID.map) of %u processes ",
+			b->nr_jit_pids);
+		fprintf(stderr, "kept in %u images, %u failed ]\n", b->nr_jit_images,
+			b->nr_jit_failed);
 	print_prog_stats(b);
 	if (b->nr_kern_stacks && b->skel->rodata->kern_build_id)
 		fprintf(stderr, "[ perf bstack: kernel frames %s ]\n",

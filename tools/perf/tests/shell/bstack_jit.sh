@@ -61,7 +61,7 @@ pct=$(bstack_folded_share "$tmp/jit.folded" "^node;.*;$js" "^node;.*node::Start.
 perf --buildid-dir "$tmp/cache" bstack inject -i "$tmp/jit.data" -o "$tmp/inject.data" \
 	2> /dev/null || fail "inject failed"
 perf --buildid-dir "$tmp/cache" script -i "$tmp/inject.data" -F ip,sym,dso 2> /dev/null |
-	grep -q "JS:\*\?accJitHotLoop.*(//jit/perf-$node_pid.map)\|JS:\*\?outerJsCaller.*(//jit/perf-$node_pid.map)" ||
+	grep -qE "JS:\*?(accJitHotLoop|outerJsCaller) .*\(//jit/perf-$node_pid.map\)" ||
 	fail "perf script of the injected file does not name the JIT code"
 
 [ $err = 0 ] && echo "perf bstack JIT test [Success]"
