@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util/bstack.h"
+#include "util/bstack-pprof.h"
 #include "util/addr_location.h"
 #include "util/callchain.h"
 #include "util/data.h"
@@ -181,6 +182,9 @@ static int bstack_record(struct bstack_record_args *rec_args, int argc, const ch
 
 static bool force;
 static bool report_folded;
+static const char *report_pprof;	/* --pprof FILE */
+static bool report_pprof_raw;
+static const char *report_pprof_binaries;
 static char *report_events;	/* --event: the events to report, NULL: all */
 
 struct bstack_script {
@@ -357,12 +361,81 @@ static bool kernel_symbols_given(int argc, const char **argv)
 }
 
 /*
+ * --folded and --pprof walk the converted samples themselves: each one's
+ * callchain, resolved, goes to stack(), leaf first.
+ */
+struct bstack_walk {
+	struct perf_tool	tool;
+	int	(*begin)(struct bstack_walk *w, struct perf_session *session);
+	int	(*stack)(struct bstack_walk *w, struct evsel *evsel, struct perf_sample *sample,
+			 struct thread *thread, struct callchain_cursor_node **nodes, u64 nr);
+	int	(*end)(struct bstack_walk *w, struct perf_session *session);
+};
+
+static int walk_sample(const struct perf_tool *tool, union perf_event *event __maybe_unused,
+		       struct perf_sample *sample, struct evsel *evsel, struct machine *machine)
+{
+	struct bstack_walk *w = container_of(tool, struct bstack_walk, tool);
+	struct callchain_cursor *cursor = get_tls_callchain_cursor();
+	struct callchain_cursor_node *node, **nodes;
+	struct addr_location al;
+	int err = 0;
+	u64 n = 0;
+
+	addr_location__init(&al);
+	if (!cursor || machine__resolve(machine, &al, sample) < 0 ||
+	    thread__resolve_callchain(al.thread, cursor, evsel, sample, NULL, NULL,
+				      PERF_MAX_STACK_DEPTH))
+		goto out;
+
+	nodes = calloc(cursor->nr + 1, sizeof(*nodes));
+	if (!nodes) {
+		err = -ENOMEM;
+		goto out;
+	}
+	callchain_cursor_commit(cursor);
+	while ((node = callchain_cursor_current(cursor)) != NULL) {
+		nodes[n++] = node;
+		callchain_cursor_advance(cursor);
+	}
+	err = w->stack(w, evsel, sample, al.thread, nodes, n);
+	free(nodes);
+out:
+	addr_location__exit(&al);
+	return err;
+}
+
+static int walk_stacks(const char *path, struct bstack_walk *w)
+{
+	struct perf_data data = { .path = path, .mode = PERF_DATA_MODE_READ, };
+	struct perf_session *session;
+	int err;
+
+	perf_tool__init(&w->tool, /*ordered_events=*/true);
+	w->tool.sample = walk_sample;
+	w->tool.mmap2 = perf_event__process_mmap2;
+	w->tool.mmap = perf_event__process_mmap;
+	w->tool.comm = perf_event__process_comm;
+	session = perf_session__new(&data, &w->tool);
+	if (IS_ERR(session))
+		return PTR_ERR(session);
+	symbol__init(&session->header.env);
+	err = w->begin ? w->begin(w, session) : 0;
+	if (!err)
+		err = perf_session__process_events(session);
+	if (!err && w->end)
+		err = w->end(w, session);
+	perf_session__delete(session);
+	return err;
+}
+
+/*
  * --folded: FlameGraph's collapsed stacks, "comm;outer;...;leaf count",
  * each line starting with its event ("event;comm;...") when there are
  * several.
  */
 struct bstack_folded {
-	struct perf_tool	tool;
+	struct bstack_walk	walk;
 	struct hashmap		*stacks;	/* folded line -> u64 *count */
 	struct strbuf		line;
 };
@@ -388,63 +461,37 @@ static void folded_frame(struct strbuf *sb, struct callchain_cursor_node *node)
 		strbuf_addstr(sb, "[unknown]");
 }
 
-static int folded_sample(const struct perf_tool *tool, union perf_event *event __maybe_unused,
-			 struct perf_sample *sample, struct evsel *evsel,
-			 struct machine *machine)
+static int folded_stack(struct bstack_walk *w, struct evsel *evsel, struct perf_sample *sample,
+			struct thread *thread, struct callchain_cursor_node **nodes, u64 n)
 {
-	struct bstack_folded *f = container_of(tool, struct bstack_folded, tool);
-	struct callchain_cursor *cursor = get_tls_callchain_cursor();
-	struct callchain_cursor_node *node, **nodes;
-	struct addr_location al;
+	struct bstack_folded *f = container_of(w, struct bstack_folded, walk);
 	u64 *count = NULL;
 	char *key;
-	u64 n = 0, i;
-	int err = 0;
-
-	addr_location__init(&al);
-	if (!cursor || machine__resolve(machine, &al, sample) < 0 ||
-	    thread__resolve_callchain(al.thread, cursor, evsel, sample, NULL, NULL,
-				      PERF_MAX_STACK_DEPTH))
-		goto out;
-
-	nodes = calloc(cursor->nr + 1, sizeof(*nodes));
-	if (!nodes) {
-		err = -ENOMEM;
-		goto out;
-	}
-	callchain_cursor_commit(cursor);
-	while ((node = callchain_cursor_current(cursor)) != NULL) {
-		nodes[n++] = node;
-		callchain_cursor_advance(cursor);
-	}
+	u64 i;
 
 	strbuf_setlen(&f->line, 0);
 	/* several events: each stack under the event it was taken at */
 	if (evsel->evlist && evsel->evlist->core.nr_entries > 1)
 		strbuf_addf(&f->line, "%s;", evsel__name(evsel));
-	strbuf_addstr(&f->line, thread__comm_str(al.thread) ?: "[unknown]");
+	strbuf_addstr(&f->line, thread__comm_str(thread) ?: "[unknown]");
 	for (i = n; i > 0; i--) {	/* outermost first */
 		strbuf_addch(&f->line, ';');
 		folded_frame(&f->line, nodes[i - 1]);
 	}
-	free(nodes);
 
 	if (hashmap__find(f->stacks, f->line.buf, &count)) {
 		*count += sample->period;
-	} else {
-		key = strdup(f->line.buf);
-		count = malloc(sizeof(*count));
-		if (!key || !count || hashmap__add(f->stacks, key, count)) {
-			free(key);
-			free(count);
-			err = -ENOMEM;
-		} else {
-			*count = sample->period;
-		}
+		return 0;
 	}
-out:
-	addr_location__exit(&al);
-	return err;
+	key = strdup(f->line.buf);
+	count = malloc(sizeof(*count));
+	if (!key || !count || hashmap__add(f->stacks, key, count)) {
+		free(key);
+		free(count);
+		return -ENOMEM;
+	}
+	*count = sample->period;
+	return 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -475,34 +522,18 @@ static void print_folded(struct hashmap *stacks)
 
 static int bstack_folded(const char *path)
 {
-	struct bstack_folded f = { .stacks = NULL, };
-	struct perf_data data = { .path = path, .mode = PERF_DATA_MODE_READ, };
-	struct perf_session *session;
+	struct bstack_folded f = { .walk.stack = folded_stack, };
 	struct hashmap_entry *cur;
 	size_t bkt;
 	int err;
 
-	perf_tool__init(&f.tool, /*ordered_events=*/true);
-	f.tool.sample = folded_sample;
-	f.tool.mmap2 = perf_event__process_mmap2;
-	f.tool.mmap = perf_event__process_mmap;
-	f.tool.comm = perf_event__process_comm;
 	f.stacks = hashmap__new(folded_hash, folded_equal, NULL);
 	if (IS_ERR(f.stacks))
 		return -ENOMEM;
 	strbuf_init(&f.line, 256);
-
-	session = perf_session__new(&data, &f.tool);
-	if (IS_ERR(session)) {
-		err = PTR_ERR(session);
-		goto out;
-	}
-	symbol__init(&session->header.env);
-	err = perf_session__process_events(session);
+	err = walk_stacks(path, &f.walk);
 	if (!err)
 		print_folded(f.stacks);
-	perf_session__delete(session);
-out:
 	hashmap__for_each_entry(f.stacks, cur, bkt) {
 		free((void *)cur->pkey);
 		free(cur->pvalue);
@@ -513,7 +544,127 @@ out:
 }
 
 /*
- * The perf report options --folded honours: where the symbols are.  Any
+ * --pprof: a pprof profile, one sample type per recorded event, in the
+ * unit of its counts.
+ */
+struct bstack_pprof_walk {
+	struct bstack_walk		walk;
+	struct bpf_bstack_pprof		*pprof;
+	const struct bpf_bstack_summary	*sum;
+	u64				first, last;	/* sample times */
+	u64				nr_samples;
+};
+
+/* The recorded event of an evsel of the converted file (named for the TUI) */
+static const struct bpf_bstack_summary_event *recorded_event(const struct bpf_bstack_summary *sum,
+							     struct evsel *evsel)
+{
+	u32 i;
+
+	for (i = 0; evsel->core.ids && i < sum->nr_events; i++) {
+		if (sum->event[i].name[0] && sum->event[i].id == evsel->core.id[0])
+			return &sum->event[i];
+	}
+	return NULL;
+}
+
+static const char *event_unit(const struct bpf_bstack_summary_event *ev)
+{
+	switch (ev ? ev->kind : 0) {
+	case BPF_BSTACK_EVENT_OFFCPU:
+		return "nanoseconds";
+	default:
+		return "count";	/* samples, or hits: as go tool pprof names counts */
+	}
+}
+
+static const char *event_name(const struct bpf_bstack_summary_event *ev, struct evsel *evsel)
+{
+	return ev ? ev->name : evsel__name(evsel);
+}
+
+static int pprof_begin(struct bstack_walk *w, struct perf_session *session)
+{
+	struct bstack_pprof_walk *pw = container_of(w, struct bstack_pprof_walk, walk);
+	struct evsel *evsel;
+
+	/* the sample type of an event is its index */
+	evlist__for_each_entry(session->evlist, evsel) {
+		const struct bpf_bstack_summary_event *ev = recorded_event(pw->sum, evsel);
+		int type = bpf_bstack_pprof__add_type(pw->pprof, event_name(ev, evsel),
+						      event_unit(ev));
+
+		if (type != evsel->core.idx)
+			return type < 0 ? type : -EINVAL;
+	}
+	return 0;
+}
+
+static int pprof_stack(struct bstack_walk *w, struct evsel *evsel, struct perf_sample *sample,
+		       struct thread *thread, struct callchain_cursor_node **nodes, u64 n)
+{
+	struct bstack_pprof_walk *pw = container_of(w, struct bstack_pprof_walk, walk);
+	struct bpf_bstack_pprof_labels labels = {
+		.comm	= thread__comm_str(thread),
+		.event	= event_name(recorded_event(pw->sum, evsel), evsel),
+		.pid	= sample->pid,
+		.tid	= sample->tid,
+		.cpu	= sample->cpu,
+	};
+
+	if (!pw->first || sample->time < pw->first)
+		pw->first = sample->time;
+	pw->last = max(pw->last, sample->time);
+	pw->nr_samples += sample->period;
+	return bpf_bstack_pprof__add_sample(pw->pprof, nodes, n, evsel->core.idx,
+					    sample->period, &labels);
+}
+
+/* The wall-clock time of the first sample, where perf.data has the clocks */
+static int pprof_end(struct bstack_walk *w, struct perf_session *session)
+{
+	struct bstack_pprof_walk *pw = container_of(w, struct bstack_pprof_walk, walk);
+	struct perf_env *env = &session->header.env;
+	u64 time = 0;
+
+	if (env->clock.enabled && pw->first >= env->clock.clockid_ns)
+		time = env->clock.tod_ns + (pw->first - env->clock.clockid_ns);
+	bpf_bstack_pprof__set_time(pw->pprof, time, pw->last - pw->first);
+	return 0;
+}
+
+static int bstack_pprof(const char *path, const struct bpf_bstack_summary *sum)
+{
+	struct bstack_pprof_walk pw = {
+		.walk = { .begin = pprof_begin, .stack = pprof_stack, .end = pprof_end, },
+		.sum = sum,
+	};
+	int err, missing;
+
+	pw.pprof = bpf_bstack_pprof__new(report_pprof_raw);
+	if (!pw.pprof)
+		return -ENOMEM;
+	err = walk_stacks(path, &pw.walk);
+	if (!err)
+		err = bpf_bstack_pprof__write(pw.pprof, report_pprof);
+	if (!err && report_pprof_binaries) {
+		missing = bpf_bstack_pprof__copy_binaries(pw.pprof, report_pprof_binaries);
+		if (missing < 0)
+			err = missing;
+		else if (missing)
+			pr_warning("%d binaries of the profile are not in %s\n", missing,
+				   report_pprof_binaries);
+	}
+	if (!err)
+		fprintf(stderr, "[ perf bstack: wrote %s: %" PRIu64 " samples%s ]\n",
+			report_pprof, pw.nr_samples,
+			report_pprof_raw ? ", user code unsymbolized" : "");
+	bpf_bstack_pprof__delete(pw.pprof);
+	return err;
+}
+
+/*
+ * The perf report options --folded and --pprof honour: where the symbols are.  Any
  * other one is refused, not ignored.
  */
 static int parse_folded_options(int argc, const char **argv)
@@ -528,6 +679,7 @@ static int parse_folded_options(int argc, const char **argv)
 	};
 	const char * const folded_usage[] = {
 		"perf bstack report --folded [-k <vmlinux>] [--kallsyms <file>] [--symfs <dir>]",
+		"perf bstack report --pprof <file> [--pprof-raw] [--pprof-binaries <dir>] [-k ...]",
 		NULL
 	};
 	const char **args = calloc(argc + 2, sizeof(char *));
@@ -540,7 +692,8 @@ static int parse_folded_options(int argc, const char **argv)
 	memcpy(args + 1, argv, argc * sizeof(char *));
 	left = parse_options(argc + 1, args, folded_options, folded_usage, 0);
 	if (left) {
-		pr_err("report --folded: unexpected argument '%s'\n", args[0]);
+		pr_err("report %s: unexpected argument '%s'\n",
+		       report_folded ? "--folded" : "--pprof", args[0]);
 		usage_with_options(folded_usage, folded_options);
 	}
 	free(args);
@@ -555,7 +708,15 @@ static int bstack_report(int argc, const char **argv)
 	const char **rep_argv;
 	int fd, i = 0, j, ret;
 
-	if (report_folded) {
+	if ((report_pprof_raw || report_pprof_binaries) && !report_pprof) {
+		pr_err("report: --pprof-raw and --pprof-binaries go with --pprof\n");
+		return -EINVAL;
+	}
+	if (report_folded && report_pprof) {
+		pr_err("report: --folded or --pprof, not both\n");
+		return -EINVAL;
+	}
+	if (report_folded || report_pprof) {
 		ret = parse_folded_options(argc, argv);
 		if (ret)
 			return ret;
@@ -566,6 +727,10 @@ static int bstack_report(int argc, const char **argv)
 
 	if (report_folded) {
 		ret = bstack_folded(path);
+		goto out;
+	}
+	if (report_pprof) {
+		ret = bstack_pprof(path, &sum);
 		goto out;
 	}
 
@@ -683,6 +848,12 @@ int cmd_bstack(int argc, const char **argv)
 	const struct option report_options[] = {
 	OPT_BOOLEAN(0, "folded", &report_folded,
 		    "print FlameGraph collapsed stacks: comm;outer;...;leaf count"),
+	OPT_STRING(0, "pprof", &report_pprof, "file",
+		   "write a pprof profile (gzipped profile.proto) for go tool pprof"),
+	OPT_BOOLEAN(0, "pprof-raw", &report_pprof_raw,
+		    "--pprof without symbols of user code: readers symbolize it by build-id"),
+	OPT_STRING(0, "pprof-binaries", &report_pprof_binaries, "dir",
+		   "copy the profile's binaries into dir/<build-id>/<name> (PPROF_BINARY_PATH)"),
 	OPT_CALLBACK(0, "event", &report_events, "event",
 		     "report only these recorded events (comma-separated, or given many times)",
 		     append_list),
