@@ -1438,11 +1438,12 @@ static void print_summary(struct bpf_bstack *b)
 	pr_debug("%" PRIu64 " stack ids unused for %d drains were forgotten\n",
 		 b->nr_aged_out, BSTACK_WRITTEN_AGE);
 	print_unwind_summary(b, s);
-	if (b->nr_jit_pids || b->nr_jit_failed)
+	if (b->nr_jit_pids || b->nr_jit_failed) {
 		fprintf(stderr, "[ perf bstack: JIT symbols (perf-PID.map) of %u processes ",
 			b->nr_jit_pids);
 		fprintf(stderr, "kept in %u images, %u failed ]\n", b->nr_jit_images,
 			b->nr_jit_failed);
+	}
 	print_prog_stats(b);
 	if (b->nr_kern_stacks && b->skel->rodata->kern_build_id)
 		fprintf(stderr, "[ perf bstack: kernel frames %s ]\n",
