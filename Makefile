@@ -34,6 +34,8 @@ perf: tree
 		  echo "error: perf build failed, see build/perf-build.log" >&2; exit 1; }
 	@ln -sfn build/perf/perf perf
 	@echo "  PERF    ./perf -> build/perf/perf"
+	@scripts/fetch-flamegraph.sh $(PERF_OUT) || \
+		echo "warning: no d3-flame-graph: perf bstack report --flamegraph will not work" >&2
 
 check: perf
 	@scripts/check.sh

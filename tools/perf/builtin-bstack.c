@@ -9,12 +9,14 @@
 
 #include "builtin.h"
 
+#include <subcmd/exec-cmd.h>
 #include <subcmd/parse-options.h>
 #include <linux/string.h>
 #include <linux/compiler.h>
 #include <string.h>
 
 #include "util/bstack.h"
+#include "util/bstack-flamegraph.h"
 #include "util/bstack-pprof.h"
 #include "util/addr_location.h"
 #include "util/callchain.h"
@@ -183,6 +185,7 @@ static int bstack_record(struct bstack_record_args *rec_args, int argc, const ch
 static bool force;
 static bool report_folded;
 static const char *report_pprof;	/* --pprof FILE */
+static const char *report_flamegraph;	/* --flamegraph FILE.html */
 static bool report_pprof_raw;
 static const char *report_pprof_binaries;
 static char *report_events;	/* --event: the events to report, NULL: all */
@@ -664,8 +667,117 @@ static int bstack_pprof(const char *path, const struct bpf_bstack_summary *sum)
 }
 
 /*
- * The perf report options --folded and --pprof honour: where the symbols are.  Any
- * other one is refused, not ignored.
+ * --flamegraph: an HTML page with a flame graph per recorded event, the
+ * comm at the root of each stack.
+ */
+struct bstack_flamegraph_walk {
+	struct bstack_walk		walk;
+	struct bpf_bstack_flamegraph	*fg;
+	const struct bpf_bstack_summary	*sum;
+	struct strbuf			sb;		/* the names of a stack */
+	size_t				*offset;	/* of each in sb */
+	const char			**names;
+	u64				alloc;
+};
+
+static int flamegraph_begin(struct bstack_walk *w, struct perf_session *session)
+{
+	struct bstack_flamegraph_walk *fw = container_of(w, struct bstack_flamegraph_walk, walk);
+	struct evsel *evsel;
+
+	/* the graph of an event is its index */
+	evlist__for_each_entry(session->evlist, evsel) {
+		const struct bpf_bstack_summary_event *ev = recorded_event(fw->sum, evsel);
+		const char *unit = ev && ev->kind == BPF_BSTACK_EVENT_OFFCPU ? "ns" :
+				   ev && ev->kind != BPF_BSTACK_EVENT_SAMPLE ? "hits" : "samples";
+		int graph = bpf_bstack_flamegraph__add_graph(fw->fg, event_name(ev, evsel), unit);
+
+		if (graph != evsel->core.idx)
+			return graph < 0 ? graph : -EINVAL;
+	}
+	return 0;
+}
+
+static int flamegraph_stack(struct bstack_walk *w, struct evsel *evsel,
+			    struct perf_sample *sample, struct thread *thread,
+			    struct callchain_cursor_node **nodes, u64 n)
+{
+	struct bstack_flamegraph_walk *fw = container_of(w, struct bstack_flamegraph_walk, walk);
+	u64 i;
+
+	if (n + 1 > fw->alloc) {
+		const char **p = realloc(fw->names, (n + 1) * sizeof(*p));
+		size_t *q = realloc(fw->offset, (n + 1) * sizeof(*q));
+
+		if (p)
+			fw->names = p;
+		if (q)
+			fw->offset = q;
+		if (!p || !q)
+			return -ENOMEM;
+		fw->alloc = n + 1;
+	}
+	/* comm, then the frames, outermost first: named as --folded names them */
+	strbuf_setlen(&fw->sb, 0);
+	for (i = 0; i < n; i++) {
+		fw->offset[i] = fw->sb.len;
+		folded_frame(&fw->sb, nodes[n - 1 - i]);
+		if (strbuf_addch(&fw->sb, '\0'))
+			return -ENOMEM;
+	}
+	fw->names[0] = thread__comm_str(thread) ?: "[unknown]";
+	for (i = 0; i < n; i++)
+		fw->names[i + 1] = fw->sb.buf + fw->offset[i];
+	return bpf_bstack_flamegraph__add_stack(fw->fg, evsel->core.idx, fw->names, n + 1,
+						sample->period);
+}
+
+/* Where perf's share files are: the exec path, as for perf script's scripts */
+static char *flamegraph_assets(void)
+{
+	char *exec_path = get_argv_exec_path(), *dir = NULL;
+
+	if (exec_path && asprintf(&dir, "%s/bstack/flamegraph", exec_path) < 0)
+		dir = NULL;
+	free(exec_path);
+	return dir;
+}
+
+static int bstack_flamegraph(const char *path, const struct bpf_bstack_summary *sum)
+{
+	struct bstack_flamegraph_walk fw = {
+		.walk = { .begin = flamegraph_begin, .stack = flamegraph_stack, },
+		.sum = sum,
+	};
+	char title[512], *assets = flamegraph_assets();
+	int err;
+
+	strbuf_init(&fw.sb, 256);
+	fw.fg = bpf_bstack_flamegraph__new();
+	if (!fw.fg || !assets) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = walk_stacks(path, &fw.walk);
+	snprintf(title, sizeof(title), "%s: %" PRIu64 " samples, %" PRIu64
+		 " unique user and %" PRIu64 " kernel stacks", input_name ?: "perf.data",
+		 sum->nr_samples, sum->nr_user_stacks, sum->nr_kern_stacks);
+	if (!err)
+		err = bpf_bstack_flamegraph__write(fw.fg, report_flamegraph, assets, title);
+	if (!err)
+		fprintf(stderr, "[ perf bstack: wrote %s ]\n", report_flamegraph);
+out:
+	bpf_bstack_flamegraph__delete(fw.fg);
+	strbuf_release(&fw.sb);
+	free(fw.offset);
+	free(fw.names);
+	free(assets);
+	return err;
+}
+
+/*
+ * The perf report options --folded, --pprof and --flamegraph honour: where
+ * the symbols are.  Any other one is refused, not ignored.
  */
 static int parse_folded_options(int argc, const char **argv)
 {
@@ -680,6 +792,7 @@ static int parse_folded_options(int argc, const char **argv)
 	const char * const folded_usage[] = {
 		"perf bstack report --folded [-k <vmlinux>] [--kallsyms <file>] [--symfs <dir>]",
 		"perf bstack report --pprof <file> [--pprof-raw] [--pprof-binaries <dir>] [-k ...]",
+		"perf bstack report --flamegraph <file.html> [-k ...]",
 		NULL
 	};
 	const char **args = calloc(argc + 2, sizeof(char *));
@@ -692,8 +805,8 @@ static int parse_folded_options(int argc, const char **argv)
 	memcpy(args + 1, argv, argc * sizeof(char *));
 	left = parse_options(argc + 1, args, folded_options, folded_usage, 0);
 	if (left) {
-		pr_err("report %s: unexpected argument '%s'\n",
-		       report_folded ? "--folded" : "--pprof", args[0]);
+		pr_err("report %s: unexpected argument '%s'\n", report_folded ? "--folded" :
+		       report_pprof ? "--pprof" : "--flamegraph", args[0]);
 		usage_with_options(folded_usage, folded_options);
 	}
 	free(args);
@@ -712,11 +825,11 @@ static int bstack_report(int argc, const char **argv)
 		pr_err("report: --pprof-raw and --pprof-binaries go with --pprof\n");
 		return -EINVAL;
 	}
-	if (report_folded && report_pprof) {
-		pr_err("report: --folded or --pprof, not both\n");
+	if (!!report_folded + !!report_pprof + !!report_flamegraph > 1) {
+		pr_err("report: one of --folded, --pprof and --flamegraph at a time\n");
 		return -EINVAL;
 	}
-	if (report_folded || report_pprof) {
+	if (report_folded || report_pprof || report_flamegraph) {
 		ret = parse_folded_options(argc, argv);
 		if (ret)
 			return ret;
@@ -731,6 +844,10 @@ static int bstack_report(int argc, const char **argv)
 	}
 	if (report_pprof) {
 		ret = bstack_pprof(path, &sum);
+		goto out;
+	}
+	if (report_flamegraph) {
+		ret = bstack_flamegraph(path, &sum);
 		goto out;
 	}
 
@@ -854,6 +971,8 @@ int cmd_bstack(int argc, const char **argv)
 		    "--pprof without symbols of user code: readers symbolize it by build-id"),
 	OPT_STRING(0, "pprof-binaries", &report_pprof_binaries, "dir",
 		   "copy the profile's binaries into dir/<build-id>/<name> (PPROF_BINARY_PATH)"),
+	OPT_STRING(0, "flamegraph", &report_flamegraph, "file.html",
+		   "write an HTML page with a flame graph per event (d3-flame-graph)"),
 	OPT_CALLBACK(0, "event", &report_events, "event",
 		     "report only these recorded events (comma-separated, or given many times)",
 		     append_list),

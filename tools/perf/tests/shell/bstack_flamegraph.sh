@@ -1,0 +1,63 @@
+#!/bin/bash
+# perf bstack report --flamegraph draws in a browser (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+#
+# The page of a workload whose binary is deleted before the report,
+# rendered by headless Chromium with every host name unresolvable: the
+# drawn flame graph must name the workload's functions, with the counts
+# --folded has for them.
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+bstack_require_tools chromium
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack flame graph test"
+mkdir "$tmp/bin"
+bstack_build_workload "$tmp/bin" || exit 1
+
+cp "$tmp/bin/bstack_nofp" "$tmp/fg_nofp"
+perf --buildid-dir "$tmp/cache" bstack record -q -F 499 -o "$tmp/p.data" -- \
+	"$tmp/fg_nofp" 1 2> "$tmp/record.err" || { fail "record: $(tail -1 "$tmp/record.err")"; exit 1; }
+rm "$tmp/fg_nofp"
+
+report() {
+	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" "$@"
+}
+report --folded > "$tmp/p.folded" 2> /dev/null
+total=$(bstack_folded_sum "$tmp/p.folded" .)
+compare=$(bstack_folded_sum "$tmp/p.folded" ";nofp_compare( |;)")
+outer=$(bstack_folded_sum "$tmp/p.folded" ";nofp_outer;")
+[ "$compare" -ge 100 ] || fail "only $compare samples in nofp_compare"
+
+report --flamegraph "$tmp/fg.html" 2> "$tmp/fg.err" ||
+	{ fail "--flamegraph: $(tail -1 "$tmp/fg.err")"; exit 1; }
+grep -qiE '<(script|link|img)[^>]* (src|href)=' "$tmp/fg.html" &&
+	fail "the page loads something from elsewhere"
+
+# root refuses chromium's sandbox; the page's scripts run before the dump
+timeout 120 chromium --headless --no-sandbox --disable-gpu \
+	--host-resolver-rules="MAP * ~NOTFOUND" --user-data-dir="$tmp/chromium" \
+	--virtual-time-budget=10000 --dump-dom "file://$tmp/fg.html" \
+	> "$tmp/dom.html" 2> "$tmp/chromium.err" ||
+	fail "chromium failed: $(grep -v dbus "$tmp/chromium.err" | tail -1)"
+
+# the total under each frame of a function, from the drawn frames' titles
+drawn() {
+	grep -oE "<title>$1 \\([0-9]+ samples\\)" "$tmp/dom.html" |
+		grep -oE '[0-9]+ samples' | awk '{ n += $1 } END { print n + 0 }'
+}
+grep -qF "cpu-clock: $total samples" "$tmp/dom.html" || fail "no graph of the $total samples"
+n=$(drawn nofp_compare)
+[ "$n" = "$compare" ] || fail "nofp_compare drawn with $n samples, not $compare"
+n=$(drawn nofp_outer)
+[ "$n" = "$outer" ] || fail "nofp_outer drawn with $n samples, not $outer"
+grep -qE 'class="d3-flame-graph-label"[^>]*>fg_nofp<' "$tmp/dom.html" ||
+	fail "no frame labelled with the comm"
+echo "  drawn: $total samples, $compare in nofp_compare, $outer under nofp_outer"
+
+[ $err = 0 ] && echo "perf bstack flame graph test [Success]"
+exit $err
