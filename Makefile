@@ -15,7 +15,10 @@
 
 BUILD     := $(CURDIR)/build
 PERF_OUT  := $(BUILD)/perf
-PERF_MAKE := NO_LIBPYTHON=1 NO_LIBPERL=1 $(PERF_EXTRA)
+# where 'make install' puts perf: perf finds its scripts and share files
+# (exec path, tips) under the prefix it was built with
+prefix    ?= /usr/local
+PERF_MAKE := NO_LIBPERL=1 prefix=$(prefix) $(PERF_EXTRA)
 JOBS      ?= $(shell nproc)
 
 all: perf
@@ -34,8 +37,25 @@ perf: tree
 		  echo "error: perf build failed, see build/perf-build.log" >&2; exit 1; }
 	@ln -sfn build/perf/perf perf
 	@echo "  PERF    ./perf -> build/perf/perf"
+	@# perf script's Python scripts where PERF_EXEC_PATH=build/perf finds
+	@# them, as an in-tree build has them beside its objects
+	@cp -r $(BUILD)/linux/tools/perf/scripts/python/bin \
+		$(BUILD)/linux/tools/perf/scripts/python/*.py $(PERF_OUT)/scripts/python/
+	@mkdir -p $(PERF_OUT)/scripts/python/Perf-Trace-Util
+	@cp -r $(BUILD)/linux/tools/perf/scripts/python/Perf-Trace-Util/lib \
+		$(PERF_OUT)/scripts/python/Perf-Trace-Util/
 	@scripts/fetch-flamegraph.sh $(PERF_OUT) || \
 		echo "warning: no d3-flame-graph: perf bstack report --flamegraph will not work" >&2
+
+# perf as upstream installs it (binaries, scripts, tests, tips, bash
+# completion, man pages), and the share files of perf bstack
+install: perf
+	@$(MAKE) --no-print-directory -C $(BUILD)/linux/tools/perf O=$(PERF_OUT) $(PERF_MAKE) \
+		USE_ASCIIDOCTOR=1 DESTDIR=$(DESTDIR) install >$(BUILD)/install.log 2>&1 || \
+		{ tail -n 20 $(BUILD)/install.log; echo "error: install failed" >&2; exit 1; }
+	@mkdir -p $(DESTDIR)$(prefix)/libexec/perf-core/bstack
+	@cp -r $(PERF_OUT)/bstack/flamegraph $(DESTDIR)$(prefix)/libexec/perf-core/bstack/
+	@echo "  INSTALL perf in $(DESTDIR)$(prefix)"
 
 check: perf
 	@scripts/check.sh
@@ -72,7 +92,7 @@ series: tree
 clean:
 	rm -rf $(BUILD) perf
 
-.PHONY: all deps tree perf check asan-build asan fuzz demo series clean
+.PHONY: all deps tree perf install check asan-build asan fuzz demo series clean
 
 bench: perf
 	@python3 bench/run.py

@@ -72,6 +72,27 @@ for f in $(find tools kernel -name '*.[ch]' 2>/dev/null | sort); do
 	fi
 done
 
+# make install puts perf where a user finds it: the binary, perf's scripts,
+# tips and bash completion, the man page of perf bstack, and the scripts
+# perf bstack report --flamegraph inlines, found through the exec path
+dest=$build/install-check
+p=$dest/usr/local
+rm -rf "$dest"
+if out=$(make -C "$top" --no-print-directory install DESTDIR="$dest" 2>&1) &&
+   [ -x "$p/bin/perf" ] && [ -f "$p/share/doc/perf-tip/tips.txt" ] &&
+   [ -f "$p/etc/bash_completion.d/perf" ] && [ -f "$p/share/man/man1/perf-bstack.1" ] &&
+   [ -f "$p/libexec/perf-core/scripts/python/flamegraph.py" ] &&
+   [ -f "$p/libexec/perf-core/bstack/flamegraph/d3.min.js" ] &&
+   PERF_EXEC_PATH=$p/libexec/perf-core "$p/bin/perf" bstack report -h 2>&1 |
+	grep -q -- '--flamegraph'; then
+	pass=$((pass + 1))
+else
+	echo "make install failed or left files out: $out"
+	find "$dest" -maxdepth 4 | head -n 40
+	fail=$((fail + 1))
+fi
+rm -rf "$dest"
+
 # bench/ works and writes every row; a smoke run, not a timed test
 smoke=$build/RESULTS-smoke.md
 if out=$(python3 "$top/bench/run.py" --smoke --out "$smoke" 2>&1) &&

@@ -184,6 +184,7 @@ static int bstack_record(struct bstack_record_args *rec_args, int argc, const ch
 
 static bool force;
 static bool report_folded;
+static bool inject_aggregate;	/* inject --aggregate */
 static const char *report_pprof;	/* --pprof FILE */
 static const char *report_flamegraph;	/* --flamegraph FILE.html */
 static bool report_pprof_raw;
@@ -328,7 +329,8 @@ static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t si
 		return -errno;
 	}
 	close(fd);
-	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, report_events, sum);
+	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, report_events,
+				  /*one_per_sample=*/false, sum);
 	if (err) {
 		unlink(tmpl);
 		return err;
@@ -888,7 +890,8 @@ static int bstack_inject(const char *output)
 		pr_err("inject: give the output file with -o\n");
 		return -EINVAL;
 	}
-	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, NULL, &sum);
+	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, NULL,
+				  !inject_aggregate, &sum);
 	if (!err && verbose >= 0)
 		bpf_bstack__summary_fprintf(&sum, stderr);
 	bpf_bstack__summary_exit(&sum);
@@ -981,6 +984,8 @@ int cmd_bstack(int argc, const char **argv)
 	const char *inject_output = NULL;
 	const struct option inject_options[] = {
 	OPT_STRING('o', "output", &inject_output, "file", "output file name"),
+	OPT_BOOLEAN(0, "aggregate", &inject_aggregate,
+		    "a sample per unique stack and task, weighted by its count (perf report reads weights; most scripts count records)"),
 	OPT_PARENT(input_options)
 	};
 	const char *const bstack_subcommands[] = { "record", "report", "script", "inject", NULL };

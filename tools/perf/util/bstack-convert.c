@@ -137,6 +137,7 @@ struct bstack_conv {
 	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
 	struct hashmap			*map_history;	/* pid -> struct bstack_map_history * */
 	struct strlist			*wanted;	/* --event, NULL: all */
+	bool				one_per_sample;	/* not a sample per count */
 	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
 	struct build_id			kernel_bid;	/* of the kernel they were taken in */
 	u64				kernel_text;	/* where its _text is placed */
@@ -1066,7 +1067,7 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	};
 	/* off-CPU counts are nanoseconds, not samples */
 	bool hits = ev->kind != BPF_BSTACK_EVENT_OFFCPU;
-	u64 n = 0, i;
+	u64 n = 0, i, copies = 1;
 	int err;
 
 	if (!ev->id)
@@ -1108,6 +1109,11 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	sample.callchain = (struct ip_callchain *)c->chain;
 	sample.ip = n > 2 ? c->chain[2] : 0;
 
+	/* for readers that count records, not periods: each sample or hit on its own */
+	if (c->one_per_sample && hits) {
+		copies = cnt->count;
+		sample.period = 1;
+	}
 	c->event->header.type = PERF_RECORD_SAMPLE;
 	c->event->header.misc = kstack ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
 	c->event->header.size = perf_event__sample_event_size(&sample, OUT_SAMPLE_TYPES, 0);
@@ -1115,7 +1121,9 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	if (hits)
 		c->sum->nr_samples += cnt->count;
 	c->sum->nr_counts++;
-	return write_out(c, c->event, c->event->header.size);
+	for (i = 0; i < copies && !err; i++)
+		err = write_out(c, c->event, c->event->header.size);
+	return err;
 }
 
 static int cmp_first_ns(const void *a, const void *b)
@@ -1483,14 +1491,14 @@ static int check_size(struct perf_session *session, const char *input)
 }
 
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			const char *events, struct bpf_bstack_summary *sum)
+			const char *events, bool one_per_sample, struct bpf_bstack_summary *sum)
 {
 	struct perf_data data = {
 		.path	= input,
 		.mode	= PERF_DATA_MODE_READ,
 		.force	= force,
 	};
-	struct bstack_conv c = { .sum = sum, .fd = -1, };
+	struct bstack_conv c = { .sum = sum, .fd = -1, .one_per_sample = one_per_sample, };
 	int err;
 
 	memset(sum, 0, sizeof(*sum));

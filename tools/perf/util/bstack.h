@@ -100,8 +100,14 @@ struct bpf_bstack_summary {
 	struct strlist	*missing;		/* "build-id path" found in no cache */
 };
 
+/*
+ * Convert input into a perf.data of resolved callchains at output: a
+ * sample per count, weighted by its period, or with one_per_sample, a
+ * sample of period 1 per sample or hit (off-CPU counts keep their weight).
+ */
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			const char *events, struct bpf_bstack_summary *sum);
+			const char *events, bool one_per_sample,
+			struct bpf_bstack_summary *sum);
 void bpf_bstack__summary_add_missing(struct bpf_bstack_summary *sum, const char *sbid,
 				     const char *name);
 u64 bpf_bstack__summary_lost(const struct bpf_bstack_summary *sum);

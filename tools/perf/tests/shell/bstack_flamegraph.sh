@@ -16,24 +16,14 @@ bstack_require_tools chromium
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
 bstack_start_test "perf bstack flame graph test"
-mkdir "$tmp/bin"
-bstack_build_workload "$tmp/bin" || exit 1
-
-cp "$tmp/bin/bstack_nofp" "$tmp/fg_nofp"
-perf --buildid-dir "$tmp/cache" bstack record -q -F 499 -o "$tmp/p.data" -- \
-	"$tmp/fg_nofp" 1 2> "$tmp/record.err" || { fail "record: $(tail -1 "$tmp/record.err")"; exit 1; }
-rm "$tmp/fg_nofp"
-
-report() {
-	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" "$@"
-}
-report --folded > "$tmp/p.folded" 2> /dev/null
+bstack_record_deleted_nofp fg_nofp || { fail "no profile"; exit 1; }
 total=$(bstack_folded_sum "$tmp/p.folded" .)
 compare=$(bstack_folded_sum "$tmp/p.folded" ";nofp_compare( |;)")
 outer=$(bstack_folded_sum "$tmp/p.folded" ";nofp_outer;")
 [ "$compare" -ge 100 ] || fail "only $compare samples in nofp_compare"
 
-report --flamegraph "$tmp/fg.html" 2> "$tmp/fg.err" ||
+perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" --flamegraph "$tmp/fg.html" \
+	2> "$tmp/fg.err" ||
 	{ fail "--flamegraph: $(tail -1 "$tmp/fg.err")"; exit 1; }
 grep -qiE '<(script|link|img)[^>]* (src|href)=' "$tmp/fg.html" &&
 	fail "the page loads something from elsewhere"

@@ -24,19 +24,12 @@ fi
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
 bstack_start_test "perf bstack pprof test"
-mkdir "$tmp/bin"
-bstack_build_workload "$tmp/bin" || exit 1
-
-cp "$tmp/bin/bstack_nofp" "$tmp/exp_nofp"
-bid=$(bstack_build_id "$tmp/exp_nofp")
-perf --buildid-dir "$tmp/cache" bstack record -q -F 499 -o "$tmp/p.data" -- \
-	"$tmp/exp_nofp" 1 2> "$tmp/record.err" || { fail "record: $(tail -1 "$tmp/record.err")"; exit 1; }
-rm "$tmp/exp_nofp"
+bstack_record_deleted_nofp exp_nofp || { fail "no profile"; exit 1; }
+bid=$(bstack_build_id "$tmp/bin/bstack_nofp")
 
 report() {
 	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" "$@"
 }
-report --folded > "$tmp/p.folded" 2> /dev/null
 total=$(bstack_folded_sum "$tmp/p.folded" .)
 leaf=$(bstack_folded_sum "$tmp/p.folded" ";nofp_compare [0-9]+$")
 outer=$(bstack_folded_sum "$tmp/p.folded" ";nofp_outer;")
@@ -45,13 +38,15 @@ echo "  folded: $total samples, $leaf in nofp_compare, $outer under nofp_outer"
 
 # the flat and cumulative count of function $2 in pprof -top output $1
 top_count() {
-	awk -v f="$2" -v col="$3" '$NF == f { print $col; found = 1 } END { if (!found) print 0 }' "$1"
+	awk -v f="$2" -v col="$3" '$NF == f { print $col; found = 1 }
+		END { if (!found) print 0 }' "$1"
 }
 
 check_top() {
 	what=$1
 	out=$2
-	grep -q "Total samples = $total\b" "$out" || fail "$what: not the $total samples of --folded"
+	grep -q "Total samples = $total\b" "$out" ||
+		fail "$what: not the $total samples of --folded"
 	n=$(top_count "$out" nofp_compare 1)
 	[ "$n" = "$leaf" ] || fail "$what: nofp_compare has $n samples, not $leaf"
 	n=$(top_count "$out" nofp_outer 4)

@@ -86,6 +86,24 @@ bstack_sym_at_offset() {
 	}
 }
 
+# Build the workload into $tmp/bin, record its program without frame
+# pointers, copied to $tmp/$1, into $tmp/p.data (build-id cache
+# $tmp/cache), delete the copy, and write --folded of it to $tmp/p.folded:
+# a profile whose binary is only in the cache
+bstack_record_deleted_nofp() {
+	mkdir -p "$tmp/bin"
+	bstack_build_workload "$tmp/bin" || return 1
+	cp "$tmp/bin/bstack_nofp" "$tmp/$1"
+	if ! perf --buildid-dir "$tmp/cache" bstack record -q -F 499 -o "$tmp/p.data" -- \
+		"$tmp/$1" 1 2> "$tmp/record.err"; then
+		echo "record: $(tail -1 "$tmp/record.err")"
+		return 1
+	fi
+	rm "$tmp/$1"
+	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" --folded \
+		> "$tmp/p.folded" 2> /dev/null
+}
+
 # the sum of the counts of the folded lines matching $2 in file $1
 bstack_folded_sum() {
 	grep -E "$2" "$1" | awk '{ n += $NF } END { print n + 0 }'
