@@ -39,9 +39,9 @@ perf: tree
 	@echo "  PERF    ./perf -> build/perf/perf"
 	@# perf script's Python scripts where PERF_EXEC_PATH=build/perf finds
 	@# them, as an in-tree build has them beside its objects
+	@mkdir -p $(PERF_OUT)/scripts/python/Perf-Trace-Util
 	@cp -r $(BUILD)/linux/tools/perf/scripts/python/bin \
 		$(BUILD)/linux/tools/perf/scripts/python/*.py $(PERF_OUT)/scripts/python/
-	@mkdir -p $(PERF_OUT)/scripts/python/Perf-Trace-Util
 	@cp -r $(BUILD)/linux/tools/perf/scripts/python/Perf-Trace-Util/lib \
 		$(PERF_OUT)/scripts/python/Perf-Trace-Util/
 	@scripts/fetch-flamegraph.sh $(PERF_OUT) || \
