@@ -141,6 +141,7 @@ struct pprof_mapping {
 	struct dso	*dso;
 	u64		start, limit;
 	u64		filename, build_id;	/* string indices */
+	u64		nr_outermost;		/* samples whose outermost user frame is here */
 	bool		has_functions;
 };
 
@@ -400,6 +401,19 @@ static u64 location_id(struct bpf_bstack_pprof *p, struct callchain_cursor_node 
 	return ++p->nr_location;
 }
 
+/* The executable of a sample: the binary of its outermost user frame */
+static void count_outermost(struct bpf_bstack_pprof *p, u64 n, u64 value)
+{
+	while (n--) {
+		u64 m = p->location[p->ids[n] - 1].mapping_id;
+
+		if (m && is_user_dso(p->mapping[m - 1].dso)) {
+			p->mapping[m - 1].nr_outermost += value;
+			return;
+		}
+	}
+}
+
 static void add_label(struct pb *pb, struct pb *tmp, u64 key, u64 str, u64 num)
 {
 	pb_uint(tmp, LABEL_KEY, key);
@@ -436,6 +450,7 @@ int bpf_bstack_pprof__add_sample(struct bpf_bstack_pprof *p,
 			return -ENOMEM;
 		p->ids[n++] = id;
 	}
+	count_outermost(p, n, value);
 	values[type] = value;
 
 	pb_packed(s, SAMPLE_LOCATION_ID, p->ids, n, t);
@@ -449,10 +464,36 @@ int bpf_bstack_pprof__add_sample(struct bpf_bstack_pprof *p,
 	return p->samples.err;
 }
 
+static void encode_mapping(struct bpf_bstack_pprof *p, struct pb *out, size_t i)
+{
+	const struct pprof_mapping *mp = &p->mapping[i];
+	struct pb *m = &p->tmp;
+
+	pb_uint(m, MAPPING_ID, i + 1);
+	pb_uint(m, MAPPING_MEMORY_START, mp->start);
+	pb_uint(m, MAPPING_MEMORY_LIMIT, mp->limit);
+	pb_uint(m, MAPPING_FILENAME, mp->filename);
+	pb_uint(m, MAPPING_BUILD_ID, mp->build_id);
+	pb_uint(m, MAPPING_HAS_FUNCTIONS, mp->has_functions);
+	pb_msg(out, PROFILE_MAPPING, m);
+}
+
+/* pprof takes the first mapping for the main binary: the most samples' executable */
+static size_t main_mapping(struct bpf_bstack_pprof *p)
+{
+	size_t i, best = 0;
+
+	for (i = 1; i < p->nr_mapping; i++) {
+		if (p->mapping[i].nr_outermost > p->mapping[best].nr_outermost)
+			best = i;
+	}
+	return best;
+}
+
 static void encode_profile(struct bpf_bstack_pprof *p, struct pb *out)
 {
 	struct pb *m = &p->tmp, *t = &p->tmp2;
-	size_t i;
+	size_t i, first = main_mapping(p);
 
 	for (i = 0; i < (size_t)p->nr_types; i++) {
 		pb_uint(m, VALUE_TYPE_TYPE, p->types[i][0]);
@@ -460,16 +501,11 @@ static void encode_profile(struct bpf_bstack_pprof *p, struct pb *out)
 		pb_msg(out, PROFILE_SAMPLE_TYPE, m);
 	}
 	pb_put(out, p->samples.buf, p->samples.len);
+	if (p->nr_mapping)
+		encode_mapping(p, out, first);
 	for (i = 0; i < p->nr_mapping; i++) {
-		const struct pprof_mapping *mp = &p->mapping[i];
-
-		pb_uint(m, MAPPING_ID, i + 1);
-		pb_uint(m, MAPPING_MEMORY_START, mp->start);
-		pb_uint(m, MAPPING_MEMORY_LIMIT, mp->limit);
-		pb_uint(m, MAPPING_FILENAME, mp->filename);
-		pb_uint(m, MAPPING_BUILD_ID, mp->build_id);
-		pb_uint(m, MAPPING_HAS_FUNCTIONS, mp->has_functions);
-		pb_msg(out, PROFILE_MAPPING, m);
+		if (i != first)
+			encode_mapping(p, out, i);
 	}
 	for (i = 0; i < p->nr_location; i++) {
 		const struct pprof_location *l = &p->location[i];

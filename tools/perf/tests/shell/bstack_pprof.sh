@@ -45,6 +45,7 @@ top_count() {
 check_top() {
 	what=$1
 	out=$2
+	grep -q "^File: exp_nofp$" "$out" || fail "$what: exp_nofp is not the main binary"
 	grep -q "Total samples = $total\b" "$out" ||
 		fail "$what: not the $total samples of --folded"
 	n=$(top_count "$out" nofp_compare 1)
