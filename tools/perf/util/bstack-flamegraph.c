@@ -201,7 +201,8 @@ static int inline_asset(FILE *fp, const char *assets, const char *name)
 	snprintf(path, sizeof(path), "%s/%s", assets, name);
 	in = fopen(path, "r");
 	if (!in) {
-		pr_err("cannot read %s: %m (perf's share files are installed with perf)\n", path);
+		pr_err("cannot read %s: %m: install perf, or set PERF_EXEC_PATH to its build directory\n",
+		       path);
 		return -ENOENT;
 	}
 	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
