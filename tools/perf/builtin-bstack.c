@@ -985,7 +985,7 @@ int cmd_bstack(int argc, const char **argv)
 	const struct option inject_options[] = {
 	OPT_STRING('o', "output", &inject_output, "file", "output file name"),
 	OPT_BOOLEAN(0, "aggregate", &inject_aggregate,
-		    "a sample per unique stack and task, weighted by its count (perf report reads weights; most scripts count records)"),
+		    "one sample per unique stack and task, its count as period"),
 	OPT_PARENT(input_options)
 	};
 	const char *const bstack_subcommands[] = { "record", "report", "script", "inject", NULL };
