@@ -315,7 +315,8 @@ out:
  * Convert into a file that is already unlinked: nothing is left behind,
  * whatever ends the report, and perf report opens it by /proc/self/fd.
  */
-static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t size)
+static int convert_to_temp(struct bpf_bstack_summary *sum, bool one_per_sample,
+			   char *path, size_t size)
 {
 	char tmpl[PATH_MAX];
 	const char *dir = getenv("TMPDIR");
@@ -330,7 +331,7 @@ static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t si
 	}
 	close(fd);
 	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, report_events,
-				  /*one_per_sample=*/false, sum);
+				  one_per_sample, sum);
 	if (err) {
 		unlink(tmpl);
 		return err;
@@ -836,7 +837,9 @@ static int bstack_report(int argc, const char **argv)
 		if (ret)
 			return ret;
 	}
-	fd = convert_to_temp(&sum, path, sizeof(path));
+	/* perf report counts records as samples (its title, -n): one per sample */
+	fd = convert_to_temp(&sum, !report_folded && !report_pprof && !report_flamegraph,
+			     path, sizeof(path));
 	if (fd < 0)
 		return fd;
 

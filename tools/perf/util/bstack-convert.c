@@ -67,6 +67,9 @@
 #define MAX_SLOTS	4096
 /* an address in no map, for frames that cannot be placed: shown as 0x1 */
 #define UNKNOWN_IP	0x1ULL
+/* one_per_sample: the most samples written for a count, and in all */
+#define BSTACK_EXPAND_MAX	(1ULL << 20)
+#define BSTACK_EXPAND_TOTAL	(1ULL << 22)
 /*
  * Kernel frames as build-id + offset from _text are placed in a kernel map
  * of their own, at this _text (x86_64's without KASLR) when the kernel
@@ -138,6 +141,7 @@ struct bstack_conv {
 	struct hashmap			*map_history;	/* pid -> struct bstack_map_history * */
 	struct strlist			*wanted;	/* --event, NULL: all */
 	bool				one_per_sample;	/* not a sample per count */
+	u64				expanded;	/* samples written for counts */
 	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
 	struct build_id			kernel_bid;	/* of the kernel they were taken in */
 	u64				kernel_text;	/* where its _text is placed */
@@ -1109,10 +1113,17 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	sample.callchain = (struct ip_callchain *)c->chain;
 	sample.ip = n > 2 ? c->chain[2] : 0;
 
-	/* for readers that count records, not periods: each sample or hit on its own */
-	if (c->one_per_sample && hits) {
+	/*
+	 * For readers that count records, not periods: each sample or hit on
+	 * its own, within bounds a damaged or hostile count cannot stretch.
+	 */
+	if (c->one_per_sample && hits && cnt->count <= BSTACK_EXPAND_MAX &&
+	    c->expanded + cnt->count <= BSTACK_EXPAND_TOTAL) {
 		copies = cnt->count;
 		sample.period = 1;
+		c->expanded += copies;
+	} else if (c->one_per_sample && hits && cnt->count > 1) {
+		c->sum->nr_weighted++;
 	}
 	c->event->header.type = PERF_RECORD_SAMPLE;
 	c->event->header.misc = kstack ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;

@@ -86,6 +86,7 @@ struct bpf_bstack_summary {
 	u64		nr_ip_frames;
 	u64		nr_ip_resolved;		/* IP frames found in recorded maps */
 	u64		nr_ip_ambiguous;	/* ... in maps of several files while counted */
+	u64		nr_weighted;		/* counts too big to write a sample per sample */
 	u64		nr_bogus_frames;	/* VALID, but past the end of the file */
 	u64		nr_unknown_frames;
 	u64		nr_fetched;		/* binaries fetched from debuginfod */

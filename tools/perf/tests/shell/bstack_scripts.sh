@@ -5,7 +5,9 @@
 # perf bstack inject writes a sample per sample taken, so that perf's own
 # Python reports, which count records, weigh stacks right: flamegraph
 # (its JSON output) and gecko (Firefox Profiler) must have the workload's
-# functions with the counts --folded has, its binary deleted before.
+# functions with the counts --folded has, its binary deleted before.  So
+# does the file perf bstack report hands perf report: its title and its
+# -n column count samples.
 
 # shellcheck source=lib/bstack.sh
 . "$(dirname "$0")"/lib/bstack.sh
@@ -23,6 +25,13 @@ leaf=$(bstack_folded_sum "$tmp/p.folded" ";nofp_compare [0-9]+$")
 [ "$leaf" -ge 100 ] || fail "only $leaf samples in nofp_compare"
 perf --buildid-dir "$tmp/cache" bstack inject -i "$tmp/p.data" -o "$tmp/inject.data" \
 	2> /dev/null || fail "inject failed"
+
+echo "perf bstack report counts samples as perf report does"
+perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" --stdio --no-children -n \
+	--sort sym -g none > "$tmp/report" 2> /dev/null
+grep -q "^# Samples: $total " "$tmp/report" || fail "report: not '# Samples: $total'"
+n=$(awk '$NF == "nofp_compare" { print $2 }' "$tmp/report")
+[ "$n" = "$leaf" ] || fail "report -n: nofp_compare has ${n:-no} samples, not $leaf"
 
 # What 'perf script report NAME' runs, with the test's build-id cache,
 # which perf script report does not pass on to the perf it runs
