@@ -508,8 +508,8 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		bpf_bstack__pct(s->nr_ip_frames, frames),
 		s->nr_ip_resolved, s->nr_ip_frames, s->nr_bogus_frames, s->nr_unknown_frames);
 	if (s->nr_weighted)
-		fprintf(fp, "# bstack: %" PRIu64 " counts too big to write sample by sample are one\n"
-			"# bstack: sample each, weighted by their count\n", s->nr_weighted);
+		fprintf(fp, "# bstack: %" PRIu64 " counts too big to write sample by sample\n"
+			"# bstack: are one sample each, weighted by their count\n", s->nr_weighted);
 	if (s->nr_ip_ambiguous)
 		fprintf(fp, "# bstack: %" PRIu64 " of the unknown are IP frames at an address\n"
 			"# bstack: that held several files while counted (--interval counts for\n"
