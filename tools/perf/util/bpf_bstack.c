@@ -1069,12 +1069,6 @@ static int drain_counts(struct bstack_writer *w, struct bpf_map *map)
 	return err;
 }
 
-/*
- * Hits the kernel did not run a program of ours for, as another BPF
- * program was running on that CPU.  The kernel counts them for tracepoint
- * and tp_btf programs, not for sampling events (bpf_overflow_handler()):
- * samples skipped that way stay unknown.
- */
 struct jit_writer {
 	struct bstack_writer	*w;
 	u32			pid;
@@ -1183,6 +1177,12 @@ static int write_jit_images(struct bstack_writer *w)
 	return 0;
 }
 
+/*
+ * Hits the kernel did not run a program of ours for, as another BPF
+ * program was running on that CPU.  The kernel counts them for tracepoint
+ * and tp_btf programs, not for sampling events (bpf_overflow_handler()):
+ * samples skipped that way stay unknown.
+ */
 static u64 recursion_misses(struct bpf_bstack *b)
 {
 	struct bpf_program *progs[] = {

@@ -420,9 +420,9 @@ struct mm_struct___bstack {
 	unsigned long start_stack;
 } __attribute__((preserve_access_index));
 
-/* where a signal trampoline finds the interrupted registers: the ucontext */
 /* a frame pointer further above sp than a thread's stack is big is no frame pointer */
 #define FP_GUESS_MAX	(8ULL << 20)
+/* where a signal trampoline finds the interrupted registers: the ucontext */
 #define UC_MCONTEXT_RBP	(40 + 10 * 8)
 #define UC_MCONTEXT_RSP	(40 + 15 * 8)
 #define UC_MCONTEXT_RIP	(40 + 16 * 8)
