@@ -65,10 +65,13 @@ ASAN_OUT   := $(BUILD)/perf-asan
 # sizes are not), and perf reads them in place, as x86 allows: UBSan's
 # alignment check would flag perf's design, not bugs
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize=alignment -fno-omit-frame-pointer
+# perf's Python module links libperf-util into a shared object, which the
+# sanitized objects (built without -fPIC) cannot go into
+ASAN_MAKE  := $(PERF_MAKE) NO_LIBPYTHON=1
 
 asan-build: tree
 	@mkdir -p $(ASAN_OUT)
-	@$(MAKE) --no-print-directory -C $(BUILD)/linux/tools/perf O=$(ASAN_OUT) $(PERF_MAKE) \
+	@$(MAKE) --no-print-directory -C $(BUILD)/linux/tools/perf O=$(ASAN_OUT) $(ASAN_MAKE) \
 		DEBUG=1 EXTRA_CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
 		-j$(JOBS) >$(BUILD)/perf-asan-build.log 2>&1 || \
 		{ tail -n 40 $(BUILD)/perf-asan-build.log; \

@@ -17,7 +17,12 @@ script keeps the two consistent:
                             in the work tree; the file before PATCH is REV's
                             (default HEAD) with the sections of PATCH and the
                             later patches, as of REV, reverse-applied
+  carve PATCH DIR FILE...   move a feature into PATCH, the last patch: DIR
+                            holds FILEs without it, the work tree with it;
+                            what the two differ by is taken out of every
+                            version of FILEs, and PATCH's sections add it
 """
+import difflib
 import os
 import re
 import subprocess
@@ -179,6 +184,82 @@ def cmd_refresh(patch, files, rev):
                                  if p in new))
 
 
+def carve_text(text, final, without, what):
+    """text without what final has and without lacks: each change of final
+    into without is made where its lines are found in text, with as much
+    of final's context around them as it takes to find them once"""
+    a = final.splitlines(keepends=True)
+    b = without.splitlines(keepends=True)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in reversed(ops):
+        if tag == 'equal':
+            continue
+        lo, hi = (i1, i2) if i1 < i2 else (i1 - 1, i1)     # an insertion: its anchor
+        while True:
+            old = ''.join(a[lo:hi])
+            n = text.count(old)
+            if n == 1:
+                text = text.replace(old, ''.join(a[lo:i1]) + ''.join(b[j1:j2]) +
+                                    ''.join(a[i2:hi]))
+                break
+            if n == 0 and (lo, hi) == ((i1, i2) if i1 < i2 else (i1 - 1, i1)):
+                print('%s: not there: %s' % (what, a[i1:i2][0].strip() if i1 < i2 else
+                                             ''.join(b[j1:j2]).strip()[:60]),
+                      file=sys.stderr)
+                break
+            if n == 0 or (lo == 0 and hi == len(a)):
+                return None
+            lo, hi = max(lo - 1, 0), min(hi + 1, len(a))
+    return text
+
+
+def replace_section(name, path, section):
+    header, sections = split(read_patch(name))
+    paths = [p for p, _ in sections]
+    new = dict(sections)
+    if section:
+        new[path] = section
+    else:
+        new.pop(path, None)
+    if path not in paths:
+        paths.append(path)
+    with open(os.path.join(PATCHES, name), 'w') as f:
+        f.write(header + ''.join(new[p] for p in paths if p in new))
+
+
+def cmd_carve(patch, without_dir, files):
+    names = patch_names()
+    if not names or names[-1] != patch:
+        sys.exit('error: %s is not the last patch' % patch)
+    for path in files:
+        with open(os.path.join(TOP, path)) as f:
+            final = f.read()
+        with open(os.path.join(without_dir, path)) as f:
+            without = f.read()
+        # every version of the file, from the one its patch adds to HEAD's
+        text = git_show('HEAD', path)
+        touching = [n for n in names[:-1]
+                    if any(p == path for p, _ in split(read_patch(n))[1])]
+        texts = {}
+        for name in reversed(touching):
+            for p, s in reversed(split(read_patch(name))[1]):
+                if p == path:
+                    texts[name] = text
+                    text = reverse_apply(text, s, name)
+        owner_text = text
+        carved = []
+        for name, t in [(owners().get(path), owner_text)] + [(n, texts[n]) for n in touching]:
+            out = carve_text(t, git_show('HEAD', path), without,
+                             '%s as of %s' % (path, name))
+            if out is None:
+                sys.exit('error: take the feature out of %s as of %s by hand' % (path, name))
+            carved.append((name, out))
+        for (_, before), (name, after) in zip(carved, carved[1:]):
+            replace_section(name, path, diff_section(path, before, after))
+        replace_section(patch, path, diff_section(path, carved[-1][1], final))
+        print('%s: carved out of %d versions' % (path, len(carved)))
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == 'upstream':
         cmd_upstream(argv[2])
@@ -189,6 +270,8 @@ def main(argv):
         if args[0] == '--base':
             rev, args = args[1], args[2:]
         cmd_refresh(argv[2], args, rev)
+    elif len(argv) >= 5 and argv[1] == 'carve':
+        cmd_carve(argv[2], argv[3], argv[4:])
     else:
         sys.exit(__doc__)
 

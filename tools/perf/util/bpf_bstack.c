@@ -857,7 +857,6 @@ static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 static_assert(offsetof(struct bpf_bstack_user_stack, frame) ==
 	      offsetof(struct bpf_bstack_kern_stack, ip), "frames after nr in both");
 
-/* Write a stack the first time a count refers to it: 1 when it did */
 /* The stack map of a kind of stack (a kernel one may also be in the build-id map) */
 static struct bpf_map *stack_map(struct bstack_bpf *skel, u32 kind)
 {
@@ -870,6 +869,7 @@ static struct bpf_map *stack_map(struct bstack_bpf *skel, u32 kind)
 	return skel->maps.bstack_kern_stacks;
 }
 
+/* Write a stack the first time a count refers to it: 1 when it did */
 static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 {
 	struct bpf_bstack *b = w->b;
