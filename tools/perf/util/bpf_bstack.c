@@ -26,6 +26,7 @@
 #include <api/fs/fs.h>
 #include <api/fs/tracing_path.h>
 
+#include "util/bpf-event.h"
 #include "util/bpf_counter.h"
 #include "util/bstack.h"
 #include "util/bstack-cfi.h"
@@ -36,6 +37,7 @@
 #include "util/data.h"
 #include "util/debug.h"
 #include "util/dso.h"
+#include "util/env.h"
 #include "util/event.h"
 #include "util/evlist.h"
 #include "util/evsel.h"
@@ -1290,6 +1292,56 @@ static void age_written_stacks(struct bpf_bstack *b)
 	}
 }
 
+static void forget_prog_info(struct perf_env *env, u32 id)
+{
+	struct bpf_prog_info_node *node = perf_env__find_bpf_prog_info(env, id);
+
+	if (!node)
+		return;
+	down_write(&env->bpf_progs.lock);
+	rb_erase(&node->rb_node, &env->bpf_progs.infos);
+	env->bpf_progs.infos_cnt--;
+	up_write(&env->bpf_progs.lock);
+	zfree(&node->info_linear);
+	free(node);
+}
+
+static void forget_btf(struct perf_env *env, u32 id)
+{
+	struct btf_node *node = id ? perf_env__find_btf(env, id) : NULL;
+
+	if (!node)
+		return;
+	down_write(&env->bpf_progs.lock);
+	rb_erase(&node->rb_node, &env->bpf_progs.btfs);
+	env->bpf_progs.btfs_cnt--;
+	up_write(&env->bpf_progs.lock);
+	free(node);
+}
+
+/*
+ * perf record keeps the bpf_prog_info and BTF of every BPF program loaded
+ * while it runs, for the symbols of BPF code in kernel stacks.  Ours are
+ * in no stack of the recording (their frames are skipped), and took some
+ * 55 KB of every perf.data, more than the stacks of a short run: leave
+ * them out of the header.
+ */
+static void forget_own_progs(struct bpf_bstack *b, struct perf_env *env)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, b->skel->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd < 0 || bpf_prog_get_info_by_fd(fd, &info, &len))
+			continue;
+		forget_prog_info(env, info.id);
+		forget_btf(env, info.btf_id);
+	}
+}
+
 int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool final)
 {
 	struct bstack_writer *w;
@@ -1339,6 +1391,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 		err = write_jit_images(w);
 	if (!err)
 		err = write_stats(w);
+	if (!err && final)
+		forget_own_progs(b, &session->header.env);
 	if (!err && !final) {
 		forget_written_stacks(b, b->skel->maps.bstack_user_stacks);
 		forget_written_stacks(b, b->skel->maps.bstack_kern_stacks);

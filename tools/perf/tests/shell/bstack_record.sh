@@ -55,6 +55,14 @@ test_build_ids() {
 # shown, not mapped: return addresses below any mapping, or, for garbage
 # frame pointers at process start, in a mapping of the file that is not
 # code.
+test_own_progs() {
+	echo "the recorder's own BPF programs are not in the header"
+	perf report -i "$data" --header-only > "$tmp/header" 2>&1 || fail "perf report --header-only"
+	grep -q 'bpf_prog_[0-9a-f]*_on_sample addr' "$tmp/header" &&
+		fail "the bpf_prog_info of perf bstack's own on_sample is in the header"
+	grep -q '^# cmdline' "$tmp/header" || fail "no header read"
+}
+
 test_offsets() {
 	echo "VALID offsets map to the workload's functions"
 	for bin in "$work" "$child" "$lib"; do
@@ -164,6 +172,7 @@ test_lost() {
 
 test_samples
 test_build_ids
+test_own_progs
 test_offsets
 test_reloaded_library "" 10
 test_reloaded_library --ip-stacks 0
