@@ -76,6 +76,11 @@ static const char * const bstack_inject_usage[] = {
 	NULL
 };
 
+static const char * const bstack_merge_usage[] = {
+	"perf bstack merge -o <perf.data> <bstack perf.data>...",
+	NULL
+};
+
 static const char * const bstack_report_usage[] = {
 	"perf bstack report [<options>] [<perf report options>]",
 	NULL
@@ -190,6 +195,7 @@ static const char *report_flamegraph;	/* --flamegraph FILE.html */
 static bool report_pprof_raw;
 static const char *report_pprof_binaries;
 static char *report_events;	/* --event: the events to report, NULL: all */
+static char *report_hosts;	/* --host: the machines of a merge to report, NULL: all */
 
 struct bstack_script {
 	struct perf_tool	tool;
@@ -243,6 +249,13 @@ static void script_count(struct bpf_bstack_rec_count *c)
 	       c->last_ns / 1000000000, c->last_ns % 1000000000, c->event);
 }
 
+static void script_host(struct bpf_bstack_rec_host *h)
+{
+	printf("HOST %u %s %s %s start %" PRIu64 ".%09" PRIu64 " samples %" PRIu64 "\n",
+	       h->index, h->hostname, h->os_release, h->arch, h->start_ns / 1000000000,
+	       h->start_ns % 1000000000, h->samples);
+}
+
 static void script_stats(struct bpf_bstack_rec_stats *st)
 {
 	u32 i;
@@ -273,6 +286,8 @@ static int script_sample(const struct perf_tool *tool, union perf_event *event _
 		script_count((void *)hdr);
 	else if (hdr->type == BPF_BSTACK_REC_EVENT)
 		script_event((void *)hdr);
+	else if (hdr->type == BPF_BSTACK_REC_HOST)
+		script_host((void *)hdr);
 	else
 		script_stats((void *)hdr);
 	free(copy);
@@ -331,7 +346,7 @@ static int convert_to_temp(struct bpf_bstack_summary *sum, bool one_per_sample,
 	}
 	close(fd);
 	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, report_events,
-				  one_per_sample, sum);
+				  report_hosts, one_per_sample, sum);
 	if (err) {
 		unlink(tmpl);
 		return err;
@@ -893,7 +908,7 @@ static int bstack_inject(const char *output)
 		pr_err("inject: give the output file with -o\n");
 		return -EINVAL;
 	}
-	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, NULL,
+	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, NULL, NULL,
 				  !inject_aggregate, &sum);
 	if (!err && verbose >= 0)
 		bpf_bstack__summary_fprintf(&sum, stderr);
@@ -982,6 +997,9 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_CALLBACK(0, "event", &report_events, "event",
 		     "report only these recorded events (comma-separated, or given many times)",
 		     append_list),
+	OPT_CALLBACK(0, "host", &report_hosts, "host",
+		     "report only these machines of a merge (comma-separated, or given many times)",
+		     append_list),
 	OPT_PARENT(input_options)
 	};
 	const char *inject_output = NULL;
@@ -991,7 +1009,15 @@ int cmd_bstack(int argc, const char **argv)
 		    "one sample per unique stack and task, its count as period"),
 	OPT_PARENT(input_options)
 	};
-	const char *const bstack_subcommands[] = { "record", "report", "script", "inject", NULL };
+	const char *merge_output = NULL;
+	const struct option merge_options[] = {
+	OPT_STRING('o', "output", &merge_output, "file", "output file name"),
+	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
+	OPT_PARENT(bstack_options)
+	};
+	const char *const bstack_subcommands[] = {
+		"record", "report", "script", "inject", "merge", NULL
+	};
 	const char *bstack_usage[2] = { NULL, NULL };
 	int ret;
 
@@ -1017,6 +1043,11 @@ int cmd_bstack(int argc, const char **argv)
 		if (argc)
 			usage_with_options(bstack_inject_usage, inject_options);
 		ret = bstack_inject(inject_output);
+	} else if (strlen(argv[0]) > 2 && strstarts("merge", argv[0])) {
+		argc = parse_options(argc, argv, merge_options, bstack_merge_usage, 0);
+		if (!argc || !merge_output)
+			usage_with_options(bstack_merge_usage, merge_options);
+		ret = bpf_bstack__merge(argv, argc, merge_output, force);
 	} else if (strlen(argv[0]) > 2 && strstarts("report", argv[0])) {
 		/* our options; everything else is perf report's */
 		argc = parse_options(argc, argv, report_options, bstack_report_usage,
@@ -1030,5 +1061,6 @@ int cmd_bstack(int argc, const char **argv)
 	free((void *)bstack_usage[0]);
 	bpf_bstack__opts_exit(&rec_args.opts);
 	zfree(&report_events);
+	zfree(&report_hosts);
 	return ret;
 }

@@ -74,6 +74,21 @@ static struct bpf_bstack_rec_event *make_event(void)
 	return ev;
 }
 
+static struct bpf_bstack_rec_host *make_host(void)
+{
+	struct bpf_bstack_rec_host *h = (void *)buf;
+
+	memset(buf, 0, sizeof(buf));
+	bpf_bstack__init_hdr(&h->hdr, BPF_BSTACK_REC_HOST, sizeof(*h));
+	h->index = 7;
+	h->start_ns = 1796415115636501244ULL;
+	h->samples = 1234;
+	memcpy(h->hostname, "host-a", sizeof("host-a"));
+	memcpy(h->os_release, "6.12.0", sizeof("6.12.0"));
+	memcpy(h->arch, "x86_64", sizeof("x86_64"));
+	return h;
+}
+
 static struct bpf_bstack_rec_stats *make_stats(void)
 {
 	struct bpf_bstack_rec_stats *st = (void *)buf;
@@ -159,6 +174,10 @@ static int test__bstack_payload_roundtrip(struct test_suite *test __maybe_unused
 	if (round_trip("event") != TEST_OK)
 		return TEST_FAIL;
 
+	make_host();
+	if (round_trip("host") != TEST_OK)
+		return TEST_FAIL;
+
 	make_stats();
 	return round_trip("stats");
 }
@@ -170,6 +189,7 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 	struct bpf_bstack_rec_count *c;
 	struct bpf_bstack_rec_event *ev;
 	struct bpf_bstack_rec_stats *st;
+	struct bpf_bstack_rec_host *h;
 
 	s = make_user_stack();
 	TEST_ASSERT_VAL("truncated raw data",
@@ -208,7 +228,7 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 			expect_error(-EINVAL, sizeof(buf), false) == TEST_OK);
 
 	s = make_user_stack();
-	s->hdr.type = 9;
+	s->hdr.type = 6;
 	TEST_ASSERT_VAL("unknown record type",
 			expect_error(-ENOTSUP, sizeof(buf), false) == TEST_OK);
 
@@ -240,6 +260,16 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 	ev = make_event();
 	ev->index = BPF_BSTACK_MAX_EVENTS;
 	TEST_ASSERT_VAL("event index past the table",
+			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
+
+	h = make_host();
+	memset(h->hostname, 'x', sizeof(h->hostname));	/* no NUL */
+	TEST_ASSERT_VAL("host name without its end",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	h = make_host();
+	h->index = BPF_BSTACK_MAX_HOSTS;
+	TEST_ASSERT_VAL("host index past the limit",
 			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
 
 	st = make_stats();

@@ -140,6 +140,7 @@ struct bstack_conv {
 	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
 	struct hashmap			*map_history;	/* pid -> struct bstack_map_history * */
 	struct strlist			*wanted;	/* --event, NULL: all */
+	struct strlist			*wanted_hosts;	/* --host, NULL: all */
 	bool				one_per_sample;	/* not a sample per count */
 	u64				expanded;	/* samples written for counts */
 	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
@@ -159,6 +160,41 @@ static bool kinds_match(u32 want, u32 kind)
 	if (want == BPF_BSTACK_STACK_KERNEL)
 		return kind == BPF_BSTACK_STACK_KERNEL || kind == BPF_BSTACK_STACK_KERNEL_BID;
 	return want == kind;
+}
+
+/* A machine of a merged recording: the first name of an index wins */
+static int add_host(struct bpf_bstack_summary *sum, const struct bpf_bstack_rec_host *h)
+{
+	struct bpf_bstack_summary_host *host;
+
+	if (h->index >= sum->nr_hosts) {
+		host = reallocarray(sum->hosts, h->index + 1, sizeof(*host));
+		if (!host)
+			return -ENOMEM;
+		memset(host + sum->nr_hosts, 0, (h->index + 1 - sum->nr_hosts) * sizeof(*host));
+		sum->hosts = host;
+		sum->nr_hosts = h->index + 1;
+	}
+	host = &sum->hosts[h->index];
+	if (host->declared)
+		return 0;
+	host->declared = true;
+	host->start_ns = h->start_ns;
+	host->samples = h->samples;
+	memcpy(host->name, h->hostname, sizeof(host->name));
+	return 0;
+}
+
+/* The machine a count was taken on, by name: NULL in a recording of one */
+static const char *host_name(struct bstack_conv *c, u32 pid)
+{
+	u32 host = bpf_bstack__host_of(pid);
+
+	if (c->sum->nr_hosts < 2)
+		return NULL;
+	if (host >= c->sum->nr_hosts || !c->sum->hosts[host].declared)
+		return "?";
+	return c->sum->hosts[host].name;
 }
 
 /* Input side: keep every bstack record, in host byte order */
@@ -208,6 +244,8 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 			sum->stat[i] = st->stat[i];
 		sum->has_stats = true;
 		return 0;
+	case BPF_BSTACK_REC_HOST:
+		return add_host(sum, (void *)hdr);
 	case BPF_BSTACK_REC_EVENT:
 		ev = (void *)hdr;
 		/* the first name of an index wins, as for stacks */
@@ -567,7 +605,9 @@ static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *
 	struct perf_record_comm *comm = &c->event->comm;
 	/* unsigned: the pid comes from the file and may have its top bit set */
 	long key = (long)((u64)cnt->pid << 32 | cnt->tid);
+	const char *host = host_name(c, cnt->pid);
 	char *cur, *old = NULL;
+	int len;
 
 	if (hashmap__find(c->comms, key, &cur) && !strncmp(cur, cnt->comm, sizeof(cnt->comm)))
 		return 0;
@@ -583,11 +623,13 @@ static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *
 	comm->header.misc = PERF_RECORD_MISC_USER;
 	comm->pid = cnt->pid;
 	comm->tid = cnt->tid;
-	memcpy(comm->comm, cnt->comm, sizeof(cnt->comm));
-	comm->comm[sizeof(comm->comm) - 1] = '\0';
+	/* the tasks of a merge are told apart by their machine, in comm and pid sort keys */
+	len = scnprintf(comm->comm, BPF_BSTACK_HOST_NAME_LEN + sizeof(cnt->comm) + 1,
+			"%s%s%.*s", host ?: "", host ? ":" : "", (int)sizeof(cnt->comm),
+			cnt->comm);
 	/* just before the samples taken under this name */
-	return write_with_id(c, c->event, sizeof(*comm), cnt->pid, cnt->tid,
-			     cnt->first_ns ? cnt->first_ns - 1 : 1);
+	return write_with_id(c, c->event, offsetof(struct perf_record_comm, comm) + len + 1,
+			     cnt->pid, cnt->tid, cnt->first_ns ? cnt->first_ns - 1 : 1);
 }
 
 /*
@@ -1076,6 +1118,8 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 
 	if (!ev->id)
 		return 0;	/* left out by --event */
+	if (c->wanted_hosts && !strlist__has_entry(c->wanted_hosts, host_name(c, cnt->pid) ?: ""))
+		return 0;	/* left out by --host */
 	kstack = find_stack(c, cnt->kern_stack, BPF_BSTACK_STACK_KERNEL);
 	ustack = find_stack(c, cnt->user_stack, BPF_BSTACK_STACK_USER);
 	if (!kstack && !ustack) {
@@ -1219,6 +1263,37 @@ static struct evlist *output_evlist(struct bstack_conv *c, struct evsel *in)
 		ev->id = id++;
 	}
 	return evlist;
+}
+
+/* --host names that are not in the merge: say which ones are */
+static int check_wanted_hosts(struct bstack_conv *c, const char *input)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	struct str_node *pos;
+	struct strbuf sb;
+	int err = 0;
+	u32 i;
+
+	if (!c->wanted_hosts)
+		return 0;
+	if (sum->nr_hosts < 2) {
+		pr_err("%s is a recording of one machine: --host applies to merges\n", input);
+		return -EINVAL;
+	}
+	strbuf_init(&sb, 128);
+	for (i = 0; i < sum->nr_hosts; i++)
+		strbuf_addf(&sb, "%s'%s'", i ? ", " : "", sum->hosts[i].name);
+	strlist__for_each_entry(pos, c->wanted_hosts) {
+		for (i = 0; i < sum->nr_hosts; i++)
+			if (!strcmp(pos->s, sum->hosts[i].name))
+				break;
+		if (i == sum->nr_hosts) {
+			pr_err("%s has no host '%s'; it has %s\n", input, pos->s, sb.buf);
+			err = -EINVAL;
+		}
+	}
+	strbuf_release(&sb);
+	return err;
 }
 
 /* --event names that are not in the recording: say which ones are */
@@ -1473,6 +1548,7 @@ static void conv_free(struct bstack_conv *c)
 	}
 	hashmap__free(c->mapped);
 	strlist__delete(c->wanted);
+	strlist__delete(c->wanted_hosts);
 	evlist__delete(c->evlist);
 	free(c->counts);
 	free(c->chain);
@@ -1502,7 +1578,8 @@ static int check_size(struct perf_session *session, const char *input)
 }
 
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			const char *events, bool one_per_sample, struct bpf_bstack_summary *sum)
+			const char *events, const char *hosts, bool one_per_sample,
+			struct bpf_bstack_summary *sum)
 {
 	struct perf_data data = {
 		.path	= input,
@@ -1534,9 +1611,10 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 		conv_free(&c);
 		return -ENOMEM;
 	}
-	if (events) {
-		c.wanted = strlist__new(events, NULL);
-		if (!c.wanted) {
+	if (events || hosts) {
+		c.wanted = events ? strlist__new(events, NULL) : NULL;
+		c.wanted_hosts = hosts ? strlist__new(hosts, NULL) : NULL;
+		if ((events && !c.wanted) || (hosts && !c.wanted_hosts)) {
 			conv_free(&c);
 			return -ENOMEM;
 		}
@@ -1577,6 +1655,8 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	}
 	name_events(sum);
 	err = check_wanted_events(&c, input);
+	if (!err)
+		err = check_wanted_hosts(&c, input);
 	if (!err)
 		err = write_output(&c, output);
 out:

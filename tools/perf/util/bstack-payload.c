@@ -172,6 +172,14 @@ static void swap_event(struct bpf_bstack_rec_event *e)
 	e->kind = bswap_32(e->kind);
 }
 
+static void swap_host(struct bpf_bstack_rec_host *h)
+{
+	h->index = bswap_32(h->index);
+	h->reserved = bswap_32(h->reserved);
+	h->start_ns = bswap_64(h->start_ns);
+	h->samples = bswap_64(h->samples);
+}
+
 static void swap_stats(struct bpf_bstack_rec_stats *s, bool to_host)
 {
 	u32 nr = s->nr;
@@ -209,6 +217,8 @@ void bpf_bstack__swap(void *rec, bool to_host)
 		swap_stats(rec, to_host);
 	else if (type == BPF_BSTACK_REC_EVENT && size >= sizeof(struct bpf_bstack_rec_event))
 		swap_event(rec);
+	else if (type == BPF_BSTACK_REC_HOST && size >= sizeof(struct bpf_bstack_rec_host))
+		swap_host(rec);
 
 	if (!to_host)
 		swap_hdr(hdr);
@@ -241,6 +251,20 @@ static int check_event(const struct bpf_bstack_rec_event *ev)
 	return 0;
 }
 
+static bool is_string(const char *s, size_t size)
+{
+	return strnlen(s, size) < size;
+}
+
+static int check_host(const struct bpf_bstack_rec_host *h)
+{
+	if (h->hdr.size != sizeof(*h) || !is_string(h->hostname, sizeof(h->hostname)) ||
+	    !is_string(h->os_release, sizeof(h->os_release)) ||
+	    !is_string(h->arch, sizeof(h->arch)))
+		return -EBADMSG;
+	return h->index < BPF_BSTACK_MAX_HOSTS ? 0 : -E2BIG;
+}
+
 static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 {
 	const struct bpf_bstack_rec_stats *stats;
@@ -262,6 +286,8 @@ static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 		return bpf_bstack__stats_size(stats->nr) == hdr->size ? 0 : -EBADMSG;
 	case BPF_BSTACK_REC_EVENT:
 		return check_event((const void *)hdr);
+	case BPF_BSTACK_REC_HOST:
+		return check_host((const void *)hdr);
 	default:
 		return -ENOTSUP;
 	}

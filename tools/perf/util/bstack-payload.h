@@ -24,6 +24,12 @@
  *   EVENT  an event stacks were taken at: its index (the event of COUNT
  *          records), its kind and its name, written once.  A recording
  *          without EVENT records has one sampling event, index 0.
+ *   HOST   in a merge of recordings (perf bstack merge): a recording
+ *          machine, its index and what its header said of it.  The pid
+ *          and tid of its COUNT and side-band records carry the index in
+ *          bits BPF_BSTACK_HOST_SHIFT and up, so that the tasks of two
+ *          machines never meet; a recording without HOST records is of
+ *          one machine, index 0.
  *
  * All fields are in the byte order of the recording machine; readers pass
  * needs_swap to bpf_bstack__decode().  See perf.data-file-format.txt.
@@ -43,7 +49,18 @@ enum bpf_bstack_rec_type {
 	BPF_BSTACK_REC_COUNT = 2,
 	BPF_BSTACK_REC_STATS = 3,
 	BPF_BSTACK_REC_EVENT = 4,
+	BPF_BSTACK_REC_HOST = 5,
 };
+
+/* pids are below 1 << 22 (PID_MAX_LIMIT); pid_t stays positive */
+#define BPF_BSTACK_HOST_SHIFT		22
+#define BPF_BSTACK_MAX_HOSTS		512
+#define BPF_BSTACK_HOST_NAME_LEN	64
+
+static inline u32 bpf_bstack__host_of(u32 pid)
+{
+	return pid == (u32)-1 ? 0 : pid >> BPF_BSTACK_HOST_SHIFT;
+}
 
 #define BPF_BSTACK_MAX_EVENTS		64
 #define BPF_BSTACK_EVENT_NAME_LEN	64
@@ -112,6 +129,17 @@ struct bpf_bstack_rec_event {
 	u32	index;
 	u32	kind;			/* enum bpf_bstack_event_kind */
 	char	name[BPF_BSTACK_EVENT_NAME_LEN];	/* NUL-terminated */
+};
+
+struct bpf_bstack_rec_host {
+	struct bpf_bstack_rec_hdr hdr;
+	u32	index;
+	u32	reserved;
+	u64	start_ns;		/* wall-clock time of its first sample, 0: unknown */
+	u64	samples;		/* what its recorder counted */
+	char	hostname[BPF_BSTACK_HOST_NAME_LEN];	/* NUL-terminated, all three */
+	char	os_release[BPF_BSTACK_HOST_NAME_LEN];
+	char	arch[16];
 };
 
 static inline struct bpf_bstack_frame *

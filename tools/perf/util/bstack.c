@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <linux/time64.h>
 #include <linux/bpf.h>
 #include <linux/kernel.h>
 #include <linux/err.h>
@@ -32,6 +34,9 @@
 #include "util/strlist.h"
 #include "util/symbol.h"
 #include "bpf_skel/bstack.h"
+
+/* damaged records shown one by one; the others are only counted */
+#define BSTACK_DAMAGED_SHOWN	10
 
 /*
  * The settings of perf record --bstack=CONFIG: a comma-separated list of
@@ -241,10 +246,14 @@ struct bpf_bstack_rec_hdr *bpf_bstack__sample_record(struct evsel *evsel,
 	err = bpf_bstack__decode(sample->raw_data, sample->raw_size, evsel->needs_swap,
 				 &hdr, copy);
 	if (err) {
+		/* the first few say why; the summaries count them all */
+		if (!nr_damaged || *nr_damaged < BSTACK_DAMAGED_SHOWN)
+			pr_warning("skipping a damaged record at time %" PRIu64 ": %s%s\n",
+				   sample->time, bpf_bstack__strerror(err),
+				   nr_damaged && *nr_damaged == BSTACK_DAMAGED_SHOWN - 1 ?
+				   " (more are only counted)" : "");
 		if (nr_damaged)
 			(*nr_damaged)++;
-		pr_warning("skipping a damaged record at time %" PRIu64 ": %s\n",
-			   sample->time, bpf_bstack__strerror(err));
 		return NULL;
 	}
 	return hdr;
@@ -478,6 +487,25 @@ static const char *kernel_found_str(enum bpf_bstack_kernel_found found)
 	}
 }
 
+/* The machines of a merge, as its comm names call them: "host:comm" */
+static void print_hosts(const struct bpf_bstack_summary *s, FILE *fp)
+{
+	u32 i;
+
+	fprintf(fp, "# bstack: a merge of %u machines (comm is host:comm):\n", s->nr_hosts);
+	for (i = 0; i < s->nr_hosts; i++) {
+		const struct bpf_bstack_summary_host *h = &s->hosts[i];
+		time_t sec = h->start_ns / NSEC_PER_SEC;
+		char date[64] = "an unknown time";
+		struct tm tm;
+
+		if (h->start_ns && gmtime_r(&sec, &tm))
+			strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		fprintf(fp, "# bstack:   %s: %" PRIu64 " samples, from %s\n",
+			h->declared ? h->name : "?", h->samples, date);
+	}
+}
+
 void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 {
 	u64 frames = s->nr_valid_frames + s->nr_ip_frames;
@@ -488,6 +516,8 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		" unique user and %" PRIu64 " kernel stacks\n",
 		s->has_stats ? s->stat[BPF_BSTACK_STAT_SAMPLES] : s->nr_samples,
 		s->nr_counts, s->nr_user_stacks, s->nr_kern_stacks);
+	if (s->nr_hosts > 1)
+		print_hosts(s, fp);
 	if (s->has_stats) {
 		bpf_bstack__scnprintf_lost(lost, sizeof(lost), s->stat);
 		fprintf(fp, "# bstack: %s\n", lost);
@@ -563,4 +593,6 @@ void bpf_bstack__summary_exit(struct bpf_bstack_summary *sum)
 {
 	strlist__delete(sum->missing);
 	sum->missing = NULL;
+	zfree(&sum->hosts);
+	sum->nr_hosts = 0;
 }

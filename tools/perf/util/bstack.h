@@ -69,6 +69,14 @@ enum bpf_bstack_kernel_found {
 	BPF_BSTACK_KERNEL_GIVEN,	/* report --vmlinux or --kallsyms */
 };
 
+/* A machine of a merge of recordings (perf bstack merge) */
+struct bpf_bstack_summary_host {
+	char		name[BPF_BSTACK_HOST_NAME_LEN];
+	u64		start_ns;		/* wall-clock, 0: unknown */
+	u64		samples;
+	bool		declared;		/* by a HOST record */
+};
+
 /* What a report learns about a recording, shown above the report */
 struct bpf_bstack_summary {
 	struct bpf_bstack_summary_event event[BPF_BSTACK_MAX_EVENTS];
@@ -99,6 +107,8 @@ struct bpf_bstack_summary {
 	char		kernel_bid[SBUILD_ID_SIZE];	/* of the recorded kernel */
 	enum bpf_bstack_kernel_found kernel_found;
 	struct strlist	*missing;		/* "build-id path" found in no cache */
+	struct bpf_bstack_summary_host *hosts;	/* of a merge, by index */
+	u32		nr_hosts;
 };
 
 /*
@@ -107,8 +117,10 @@ struct bpf_bstack_summary {
  * sample of period 1 per sample or hit (off-CPU counts keep their weight).
  */
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			const char *events, bool one_per_sample,
+			const char *events, const char *hosts, bool one_per_sample,
 			struct bpf_bstack_summary *sum);
+/* Write the recordings of inputs, of many machines, as one at output */
+int bpf_bstack__merge(const char **inputs, int nr, const char *output, bool force);
 void bpf_bstack__summary_add_missing(struct bpf_bstack_summary *sum, const char *sbid,
 				     const char *name);
 u64 bpf_bstack__summary_lost(const struct bpf_bstack_summary *sum);

@@ -32,7 +32,9 @@ bad=0
 rejected=0
 for f in "$regressions"/perf-data-damaged/*.data "$regressions"/bstack/regressions/*.data \
 	 "$tmp"/m/*.data; do
-	timeout 20 perf --buildid-dir "$tmp/cache" bstack report --stdio -i "$f" \
+	# a count the damage made huge is written as up to 2^22 samples: a few
+	# seconds, half a minute with ASan; a hang takes longer
+	timeout 60 perf --buildid-dir "$tmp/cache" bstack report --stdio -i "$f" \
 		> /dev/null 2> "$tmp/err"
 	st=$?
 	if [ $st = 124 ] || { [ $st -gt 128 ] && [ $st -lt 160 ]; } ||
