@@ -102,6 +102,7 @@ bench: perf
 	@python3 bench/events.py
 	@python3 bench/same_run.py
 	@python3 bench/export.py
+	@python3 bench/unwind.py
 
 stress: perf
 	@python3 bench/stress.py --seconds $${STRESS_SECONDS:-600}

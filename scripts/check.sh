@@ -126,6 +126,17 @@ else
 	fail=$((fail + 1))
 fi
 
+# bench/export.py works: every output, and a merge of ten recordings
+smoke=$build/RESULTS-export-smoke.md
+if out=$(python3 "$top/bench/export.py" --smoke --out "$smoke" 2>&1) &&
+   [ "$(grep -cE '^\| (report --stdio|--folded|--pprof|--flamegraph|inject)' "$smoke")" = 8 ] &&
+   grep -qE '^\| perf bstack merge \| [0-9.]+ \| [0-9]+ ' "$smoke"; then
+	pass=$((pass + 1))
+else
+	echo "bench export smoke run failed: $out"
+	fail=$((fail + 1))
+fi
+
 # the payload decoder under libFuzzer, ASan and UBSan, briefly
 if out=$("$top/scripts/fuzz.sh" 15 2>&1) && echo "$out" | grep -q '^Done [0-9]* runs'; then
 	pass=$((pass + 1))
