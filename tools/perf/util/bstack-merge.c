@@ -71,7 +71,7 @@ struct bstack_merge {
 	struct strlist			*build_ids;	/* "<build-id> <misc> <name>" */
 	u64				first_time, last_time;
 	u64				nr_counts, nr_samples;
-	u64				nr_kern_dropped;	/* samples without their kernel stack */
+	u64				nr_kern_dropped;	/* samples without kernel stacks */
 	u64				nr_damaged;
 	/* the input being read */
 	struct perf_session		*in;
@@ -363,7 +363,8 @@ static int merge_side_band(const struct perf_tool *tool, union perf_event *event
 	switch (event->header.type) {
 	case PERF_RECORD_MMAP:
 	case PERF_RECORD_MMAP2:
-		if ((event->header.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL) {
+		if ((event->header.misc & PERF_RECORD_MISC_CPUMODE_MASK) ==
+		    PERF_RECORD_MISC_KERNEL) {
 			/* the first map is the kernel's: modules follow */
 			if (!m->in_kernel_text)
 				m->in_kernel_text = event->header.type == PERF_RECORD_MMAP ?
@@ -501,8 +502,8 @@ static int merge_input(struct bstack_merge *m, struct perf_session *in, const ch
 		return err ?: m->err;
 	}
 	if (!m->in_records) {
-		pr_err("%s: none of its %" PRIu64 " bstack records could be read: damaged, or of a newer perf\n",
-		       path, m->nr_damaged - damaged);
+		pr_err("%s: none of its %" PRIu64 " bstack records could be read:"
+		       " damaged, or of a newer perf\n", path, m->nr_damaged - damaged);
 		return -EINVAL;
 	}
 	if (!m->in_declared_host) {
@@ -740,11 +741,12 @@ int bpf_bstack__merge(const char **inputs, int nr, const char *output, bool forc
 	}
 	err = merge_inputs(&m, inputs, nr, force);
 	if (!err)
-		fprintf(stderr, "[ perf bstack merge: %d recordings of %u machines into %s: %" PRIu64
-			" samples in %" PRIu64 " counts, %zu unique stacks ]\n", nr, m.nr_hosts,
-			output, m.nr_samples, m.nr_counts, hashmap__size(m.stacks));
+		fprintf(stderr, "[ perf bstack merge: %d recordings of %u machines into %s: %"
+			PRIu64 " samples in %" PRIu64 " counts, %zu unique stacks ]\n", nr,
+			m.nr_hosts, output, m.nr_samples, m.nr_counts, hashmap__size(m.stacks));
 	if (!err && m.nr_kern_dropped)
-		fprintf(stderr, "[ perf bstack merge: %" PRIu64 " samples of machines after the first without their kernel stacks: IPs of another boot ]\n",
+		fprintf(stderr, "[ perf bstack merge: %" PRIu64 " samples of machines after the"
+			" first without their kernel stacks: IPs of another boot ]\n",
 			m.nr_kern_dropped);
 	if (!err && m.nr_damaged)
 		fprintf(stderr, "[ perf bstack merge: %" PRIu64 " damaged records skipped ]\n",

@@ -128,7 +128,8 @@ EOF
 if perf bstack merge -o "$tmp/bad.data" "$tmp/host-a.data" "$tmp/v9.data" 2> "$tmp/bad.err"; then
 	fail "an input of payload version 9 was merged"
 fi
-grep -q "v9.data" "$tmp/bad.err" || fail "the refusal does not name the input: $(cat "$tmp/bad.err")"
+grep -q "v9.data" "$tmp/bad.err" ||
+	fail "the refusal does not name the input: $(cat "$tmp/bad.err")"
 [ -e "$tmp/bad.data" ] && fail "a refused merge left its output"
 cat "$tmp/bad.err"
 

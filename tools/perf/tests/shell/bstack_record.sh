@@ -57,7 +57,8 @@ test_build_ids() {
 # code.
 test_own_progs() {
 	echo "the recorder's own BPF programs are not in the header"
-	perf report -i "$data" --header-only > "$tmp/header" 2>&1 || fail "perf report --header-only"
+	perf report -i "$data" --header-only > "$tmp/header" 2>&1 ||
+		fail "perf report --header-only"
 	grep -q 'bpf_prog_[0-9a-f]*_on_sample addr' "$tmp/header" &&
 		fail "the bpf_prog_info of perf bstack's own on_sample is in the header"
 	grep -q '^# cmdline' "$tmp/header" || fail "no header read"
