@@ -1036,7 +1036,11 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	rec->cpu = key->cpu;
 	rec->event = key->event;
 	memcpy(rec->comm, key->comm, sizeof(rec->comm));
-	return write_record(w, key->pid, key->tid, key->cpu, val->last_ns, val->count);
+	/*
+	 * At the drain's time, not the last hit's: a record older than what
+	 * perf has read from the ring buffers would reach readers out of order
+	 */
+	return write_record(w, key->pid, key->tid, key->cpu, w->now, val->count);
 }
 
 /*

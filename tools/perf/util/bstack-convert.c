@@ -565,7 +565,7 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 	return slot;
 }
 
-static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid)
+static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid, u64 time)
 {
 	struct perf_record_mmap2 *mm = &c->event->mmap2;
 	long key = (long)((u64)pid << 16 | ((slot->base - SLOT_BASE) / SLOT_SIZE));
@@ -595,9 +595,14 @@ static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid)
 		len = sizeof(mm->filename);
 	memcpy(mm->filename, name, len);
 	mm->filename[len - 1] = '\0';
-	/* time 0: delivered before every sample, which are time ordered */
+	/*
+	 * At the time of the first sample that needs it, just before it:
+	 * perf delivers records of one time in the order of the file, and the
+	 * stream stays in time order, which perf report needs to never see
+	 * a record older than those it has flushed.
+	 */
 	return write_with_id(c, c->event, offsetof(struct perf_record_mmap2, filename) + len,
-			     pid, pid, 0);
+			     pid, pid, time);
 }
 
 static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
@@ -627,9 +632,9 @@ static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *
 	len = scnprintf(comm->comm, BPF_BSTACK_HOST_NAME_LEN + sizeof(cnt->comm) + 1,
 			"%s%s%.*s", host ?: "", host ? ":" : "", (int)sizeof(cnt->comm),
 			cnt->comm);
-	/* just before the samples taken under this name */
+	/* just before the samples taken under this name, at their time (see write_mmap()) */
 	return write_with_id(c, c->event, offsetof(struct perf_record_comm, comm) + len + 1,
-			     cnt->pid, cnt->tid, cnt->first_ns ? cnt->first_ns - 1 : 1);
+			     cnt->pid, cnt->tid, cnt->last_ns);
 }
 
 /*
@@ -711,7 +716,7 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 		sum->nr_bogus_frames++;
 		return UNKNOWN_IP;
 	}
-	if (write_mmap(c, slot, cnt->pid))
+	if (write_mmap(c, slot, cnt->pid, cnt->last_ns))
 		return UNKNOWN_IP;
 	return slot->base + offset;
 }
@@ -1181,12 +1186,13 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	return err;
 }
 
-static int cmp_first_ns(const void *a, const void *b)
+/* In the order of their samples' time, last_ns */
+static int cmp_last_ns(const void *a, const void *b)
 {
 	const struct bpf_bstack_rec_count *x = a, *y = b;
 
-	if (x->first_ns != y->first_ns)
-		return x->first_ns < y->first_ns ? -1 : 1;
+	if (x->last_ns != y->last_ns)
+		return x->last_ns < y->last_ns ? -1 : 1;
 	return 0;
 }
 
@@ -1465,7 +1471,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 	perf_event__synthesize_modules(&c->tool, synthesized, machine);
 
 	if (c->nr_counts)	/* qsort() must not see the NULL of no counts */
-		qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_first_ns);
+		qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_last_ns);
 	for (i = 0; i < c->nr_counts && !c->err; i++) {
 		const struct bpf_bstack_rec_count *cnt = &c->counts[i];
 

@@ -64,6 +64,17 @@ test_own_progs() {
 	grep -q '^# cmdline' "$tmp/header" || fail "no header read"
 }
 
+test_time_order() {
+	echo "the recording and its conversion are in time order"
+	perf --buildid-dir "$cache" bstack report -i "$data" --stdio > /dev/null 2> "$tmp/order.err"
+	grep 'out of order' "$tmp/order.err" && fail "report read events out of order"
+	perf --buildid-dir "$cache" bstack inject -i "$data" -o "$tmp/inject.data" 2> /dev/null ||
+		fail "inject"
+	# as written: perf report -D shows the records sorted
+	python3 "$(dirname "$0")"/lib/bstack_time_order.py "$tmp/inject.data" ||
+		fail "the converted stream goes back in time"
+}
+
 test_offsets() {
 	echo "VALID offsets map to the workload's functions"
 	for bin in "$work" "$child" "$lib"; do
@@ -174,6 +185,7 @@ test_lost() {
 test_samples
 test_build_ids
 test_own_progs
+test_time_order
 test_offsets
 test_reloaded_library "" 10
 test_reloaded_library --ip-stacks 0
