@@ -1271,13 +1271,37 @@ static struct evlist *output_evlist(struct bstack_conv *c, struct evsel *in)
 	return evlist;
 }
 
-/* --host names that are not in the merge: say which ones are */
-static int check_wanted_hosts(struct bstack_conv *c, const char *input)
+/* Names asked for that are not among the nr names: say which ones are */
+static int check_wanted(const char *input, const char *what, struct strlist *wanted,
+			const char *const *names, u32 nr)
 {
-	struct bpf_bstack_summary *sum = c->sum;
 	struct str_node *pos;
 	struct strbuf sb;
 	int err = 0;
+	u32 i;
+
+	strbuf_init(&sb, 128);
+	for (i = 0; i < nr; i++)
+		strbuf_addf(&sb, "%s'%s'", i ? ", " : "", names[i]);
+	strlist__for_each_entry(pos, wanted) {
+		for (i = 0; i < nr; i++)
+			if (!strcmp(pos->s, names[i]))
+				break;
+		if (i == nr) {
+			pr_err("%s has no %s '%s'; it has %s\n", input, what, pos->s, sb.buf);
+			err = -EINVAL;
+		}
+	}
+	strbuf_release(&sb);
+	return err;
+}
+
+/* --host names that are not in the merge */
+static int check_wanted_hosts(struct bstack_conv *c, const char *input)
+{
+	struct bpf_bstack_summary *sum = c->sum;
+	const char **names;
+	int err;
 	u32 i;
 
 	if (!c->wanted_hosts)
@@ -1286,47 +1310,27 @@ static int check_wanted_hosts(struct bstack_conv *c, const char *input)
 		pr_err("%s is a recording of one machine: --host applies to merges\n", input);
 		return -EINVAL;
 	}
-	strbuf_init(&sb, 128);
+	names = calloc(sum->nr_hosts, sizeof(*names));
+	if (!names)
+		return -ENOMEM;
 	for (i = 0; i < sum->nr_hosts; i++)
-		strbuf_addf(&sb, "%s'%s'", i ? ", " : "", sum->hosts[i].name);
-	strlist__for_each_entry(pos, c->wanted_hosts) {
-		for (i = 0; i < sum->nr_hosts; i++)
-			if (!strcmp(pos->s, sum->hosts[i].name))
-				break;
-		if (i == sum->nr_hosts) {
-			pr_err("%s has no host '%s'; it has %s\n", input, pos->s, sb.buf);
-			err = -EINVAL;
-		}
-	}
-	strbuf_release(&sb);
+		names[i] = sum->hosts[i].name;
+	err = check_wanted(input, "host", c->wanted_hosts, names, sum->nr_hosts);
+	free(names);
 	return err;
 }
 
-/* --event names that are not in the recording: say which ones are */
+/* --event names that are not in the recording */
 static int check_wanted_events(struct bstack_conv *c, const char *input)
 {
-	struct bpf_bstack_summary *sum = c->sum;
-	struct str_node *pos;
-	struct strbuf sb;
-	int err = 0;
+	const char *names[BPF_BSTACK_MAX_EVENTS];
 	u32 i;
 
 	if (!c->wanted)
 		return 0;
-	strbuf_init(&sb, 128);
-	for (i = 0; i < sum->nr_events; i++)
-		strbuf_addf(&sb, "%s'%s'", i ? ", " : "", sum->event[i].name);
-	strlist__for_each_entry(pos, c->wanted) {
-		for (i = 0; i < sum->nr_events; i++)
-			if (!strcmp(pos->s, sum->event[i].name))
-				break;
-		if (i == sum->nr_events) {
-			pr_err("%s has no event '%s'; it has %s\n", input, pos->s, sb.buf);
-			err = -EINVAL;
-		}
-	}
-	strbuf_release(&sb);
-	return err;
+	for (i = 0; i < c->sum->nr_events; i++)
+		names[i] = c->sum->event[i].name;
+	return check_wanted(input, "event", c->wanted, names, c->sum->nr_events);
 }
 
 /* Keep the header sections that describe the recording machine, like perf inject */
