@@ -382,8 +382,8 @@ static bool kernel_symbols_given(int argc, const char **argv)
 }
 
 /*
- * --folded and --pprof walk the converted samples themselves: each one's
- * callchain, resolved, goes to stack(), leaf first.
+ * --folded, --pprof and --flamegraph walk the converted samples
+ * themselves: each one's callchain, resolved, goes to stack(), leaf first.
  */
 struct bstack_walk {
 	struct perf_tool	tool;
