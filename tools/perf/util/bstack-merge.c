@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <linux/bpf.h>
 #include <linux/kernel.h>
 #include <linux/time64.h>
@@ -666,7 +667,6 @@ static int merge_init(struct bstack_merge *m)
 	m->tool.comm	= merge_side_band;
 	m->tool.fork	= merge_side_band;
 	m->tool.exit	= merge_side_band;
-	m->fd = -1;
 	m->stacks = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	m->in_kern_ips = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	m->build_ids = strlist__new(NULL, NULL);
@@ -724,12 +724,29 @@ static int merge_inputs(struct bstack_merge *m, const char **inputs, int nr, boo
 	return write_stats(m) ?: write_header(m, data_offset);
 }
 
+/* Writing the output must not truncate an input before it is read */
+static int check_output(const char **inputs, int nr, const char *output)
+{
+	struct stat out, in;
+	int i;
+
+	if (stat(output, &out))
+		return 0;
+	for (i = 0; i < nr; i++) {
+		if (!stat(inputs[i], &in) && in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+			pr_err("the output %s is the input %s\n", output, inputs[i]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int bpf_bstack__merge(const char **inputs, int nr, const char *output, bool force)
 {
-	struct bstack_merge m = {};
+	struct bstack_merge m = { .fd = -1, };
 	int err;
 
-	err = merge_init(&m);
+	err = check_output(inputs, nr, output) ?: merge_init(&m);
 	if (err)
 		goto out;
 	/* like perf.data: private, and never through a planted symlink */

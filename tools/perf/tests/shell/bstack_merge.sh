@@ -110,6 +110,12 @@ perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/mm.data" --folded > "$tmp
 [ "$(bstack_folded_sum "$tmp/mm.folded" "^host-a#2:work;.*;hot_build_a[; ]")" = "$a" ] ||
 	fail "the second host-a is not host-a#2 with its $a samples"
 
+echo "an output that is an input is refused, the input left whole"
+cp "$tmp/host-a.data" "$tmp/same.data"
+perf bstack merge -o "$tmp/same.data" "$tmp/same.data" "$tmp/host-b.data" 2> /dev/null &&
+	fail "a merge into one of its inputs"
+cmp -s "$tmp/host-a.data" "$tmp/same.data" || fail "a refused merge changed its input"
+
 echo "an input of another payload version is refused"
 python3 - "$tmp/host-a.data" "$tmp/v9.data" << 'EOF'
 import struct, sys
