@@ -465,7 +465,9 @@ static int open_input(struct bstack_merge *m, const char *path, bool force,
 	data->force = force;
 	*session = perf_session__new(data, &m->tool);
 	if (IS_ERR(*session)) {
-		pr_err("cannot read %s: not a perf.data file, or truncated\n", path);
+		/* perf said why it could not open it */
+		if (!access(path, R_OK))
+			pr_err("cannot read %s: not a perf.data file, or truncated\n", path);
 		return PTR_ERR(*session);
 	}
 	if (data->is_pipe) {
