@@ -505,8 +505,9 @@ static int merge_input(struct bstack_merge *m, struct perf_session *in, const ch
 		return err ?: m->err;
 	}
 	if (!m->in_records) {
-		pr_err("%s: none of its %" PRIu64 " bstack records could be read:"
-		       " damaged, or of a newer perf\n", path, m->nr_damaged - damaged);
+		pr_err("%s: none of its %" PRIu64
+		       " bstack records could be read: damaged, or of a newer perf\n",
+		       path, m->nr_damaged - damaged);
 		return -EINVAL;
 	}
 	if (!m->in_declared_host) {
@@ -764,8 +765,8 @@ int bpf_bstack__merge(const char **inputs, int nr, const char *output, bool forc
 			PRIu64 " samples in %" PRIu64 " counts, %zu unique stacks ]\n", nr,
 			m.nr_hosts, output, m.nr_samples, m.nr_counts, hashmap__size(m.stacks));
 	if (!err && m.nr_kern_dropped)
-		fprintf(stderr, "[ perf bstack merge: %" PRIu64 " samples of machines after the"
-			" first without their kernel stacks: IPs of another boot ]\n",
+		fprintf(stderr, "[ perf bstack merge: %" PRIu64
+			" samples of machines after the first without their kernel stacks: IPs of another boot ]\n",
 			m.nr_kern_dropped);
 	if (!err && m.nr_damaged)
 		fprintf(stderr, "[ perf bstack merge: %" PRIu64 " damaged records skipped ]\n",
