@@ -1104,6 +1104,16 @@ static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u3
 	return stack;
 }
 
+/*
+ * The recorder counts every sample and hit it takes: a count above its
+ * total is damage (one flipped bit makes 1 into 2^19), and is written as
+ * one weighted sample, not expanded into that many
+ */
+static bool count_plausible(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
+{
+	return !c->sum->has_stats || cnt->count <= c->sum->stat[BPF_BSTACK_STAT_SAMPLES];
+}
+
 static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
 {
 	struct bpf_bstack_summary_event *ev = &c->sum->event[cnt->event];
@@ -1166,8 +1176,8 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	 * For readers that count records, not periods: each sample or hit on
 	 * its own, within bounds a damaged or hostile count cannot stretch.
 	 */
-	if (c->one_per_sample && hits && cnt->count <= BSTACK_EXPAND_MAX &&
-	    c->expanded + cnt->count <= BSTACK_EXPAND_TOTAL) {
+	if (c->one_per_sample && hits && count_plausible(c, cnt) &&
+	    cnt->count <= BSTACK_EXPAND_MAX && c->expanded + cnt->count <= BSTACK_EXPAND_TOTAL) {
 		copies = cnt->count;
 		sample.period = 1;
 		c->expanded += copies;

@@ -122,6 +122,25 @@ test_damaged_count() {
 	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "$1: not counted"
 }
 
+test_huge_count() {
+	echo "a count above the recorder's total is weighted, not expanded"
+	python3 - "$data" "$tmp/huge.data" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+i = b.find(struct.pack('<HHI', 1, 2, 80))	# the first COUNT record
+if i < 0:
+    sys.exit(1)
+struct.pack_into('<Q', b, i + 24, 1 << 19)	# its count, as one flipped bit makes it
+open(sys.argv[2], 'wb').write(b)
+PY
+	[ $? = 0 ] || { fail "no COUNT record found"; return; }
+	report "$tmp/huge.data" || fail "huge count: exit $?"
+	n=$(sed -n "s/^# Samples: \([0-9]*\) .*/\1/p" "$tmp/out" | head -1)
+	[ -n "$n" ] && [ "$n" -lt 100000 ] || fail "huge count: 'Samples: $n'"
+	grep -q 'counts too big to write sample by sample' "$tmp/out" ||
+		fail "huge count: not counted as weighted"
+}
+
 test_unknown_build_id() {
 	echo "a build-id in no header and no cache is a user binary named by its build-id"
 	report "$(dirname "$0")"/../bstack/regressions/unknown-build-id-named-like-module.data \
@@ -182,6 +201,7 @@ test_truncated
 test_cut_features
 test_damaged_count "an unknown payload version" 9 80 'unknown payload version'
 test_damaged_count "a size that does not fit the record" 1 88 'record size does not match'
+test_huge_count
 test_build_id_table long-name 'build-id table entry at .* has a bad size (65535)'
 test_build_id_table short-entry 'build-id table entry at .* has a bad size (8)'
 test_build_id_table id-size 'has a build-id of 255 bytes'
