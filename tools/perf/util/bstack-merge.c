@@ -407,6 +407,12 @@ static int merge_side_band(const struct perf_tool *tool, union perf_event *event
 	return write_out(m, out, size);
 }
 
+/* The samples the input's recorder took, by its last STATS record */
+static u64 input_samples(const struct bstack_merge *m)
+{
+	return m->in_nr_stats > BPF_BSTACK_STAT_SAMPLES ? m->in_stats[BPF_BSTACK_STAT_SAMPLES] : 0;
+}
+
 /* The machine of an input that has no HOST record, from its header */
 static int write_input_host(struct bstack_merge *m, struct perf_session *in)
 {
@@ -424,8 +430,7 @@ static int write_input_host(struct bstack_merge *m, struct perf_session *in)
 	snprintf(h->os_release, sizeof(h->os_release), "%s", env->os_release ?: "");
 	snprintf(h->arch, sizeof(h->arch), "%s", env->arch ?: "");
 	name_host(m, h);
-	h->samples = m->in_nr_stats > BPF_BSTACK_STAT_SAMPLES ?
-		     m->in_stats[BPF_BSTACK_STAT_SAMPLES] : 0;
+	h->samples = input_samples(m);
 	/* the wall-clock time of the first sample, where the header relates the clocks */
 	if (env->clock.enabled && m->in_first_ns >= env->clock.clockid_ns)
 		h->start_ns = env->clock.tod_ns + (m->in_first_ns - env->clock.clockid_ns);
@@ -518,8 +523,7 @@ static int merge_input(struct bstack_merge *m, struct perf_session *in, const ch
 	for (i = 0; i < m->in_nr_stats && i < BPF_BSTACK_MAX_STATS; i++)
 		m->stats[i] += m->in_stats[i];
 	m->nr_stats = max(m->nr_stats, m->in_nr_stats);
-	m->nr_samples += m->in_nr_stats > BPF_BSTACK_STAT_SAMPLES ?
-			 m->in_stats[BPF_BSTACK_STAT_SAMPLES] : 0;
+	m->nr_samples += input_samples(m);
 	return note_build_ids(m, in);
 }
 
