@@ -19,6 +19,7 @@
 #include <linux/capability.h>
 #include <linux/err.h>
 #include <linux/kernel.h>
+#include <linux/string.h>
 #include <linux/zalloc.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -342,9 +343,9 @@ static int link_error(struct bpf_link *link)
 	return link ? PTR_ERR(link) : (errno ? -errno : -EINVAL);
 }
 
-static int attach_perf_event(struct bpf_bstack *b, struct bpf_program *prog, int fd, int idx)
+static int attach_perf_event(struct bpf_bstack *b, struct bpf_program *prog, int fd, u64 cookie)
 {
-	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = idx);
+	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
 	struct bpf_link *link = bpf_program__attach_perf_event_opts(prog, fd, &opts);
 
 	if (IS_ERR_OR_NULL(link))
@@ -386,6 +387,14 @@ static int open_sampling_event(struct bpf_bstack *b, struct bstack_source *ev, i
 	return 0;
 }
 
+/* The tracepoints hit on the way into a system call, from its instruction */
+static bool is_syscall_entry(const struct bstack_source *ev)
+{
+	return ev->kind == BPF_BSTACK_EVENT_TRACEPOINT &&
+	       (strstarts(ev->name, "syscalls:sys_enter_") ||
+		!strcmp(ev->name, "raw_syscalls:sys_enter"));
+}
+
 /*
  * A tracepoint runs the programs of any of its perf events on every CPU:
  * one event, on the first CPU, is enough (and more would count each hit
@@ -408,7 +417,8 @@ static int open_tracepoint(struct bpf_bstack *b, struct bstack_source *ev, int i
 	perf_cpu_map__put(one);
 	if (err)
 		return err;
-	err = attach_perf_event(b, prog, FD(ev->evsel, 0), idx);
+	err = attach_perf_event(b, prog, FD(ev->evsel, 0),
+				idx | (is_syscall_entry(ev) ? BPF_BSTACK_COOKIE_SYSCALL_ENTRY : 0));
 	if (err)
 		pr_err("cannot attach to '%s': %s\n", ev->name, strerror(-err));
 	return err;
@@ -1502,6 +1512,10 @@ static void print_summary(struct bpf_bstack *b)
 		fprintf(stderr, "kept in %u images, %u failed ]\n", b->nr_jit_images,
 			b->nr_jit_failed);
 	}
+	if (s[BPF_BSTACK_STAT_KERN_RECALLED])
+		fprintf(stderr, "[ perf bstack: %" PRIu64
+			" kernel stacks at system call entries known from their user stacks, not walked ]\n",
+			s[BPF_BSTACK_STAT_KERN_RECALLED]);
 	print_prog_stats(b);
 	if (b->nr_kern_stacks && b->skel->rodata->kern_build_id)
 		fprintf(stderr, "[ perf bstack: kernel frames %s ]\n",

@@ -188,8 +188,36 @@ test_uprobe_storm() {
 	[ "$bad" = 0 ] || fail "$bad uprobe stacks are not the call site's"
 }
 
+# the kernel stack at a system call's entry tracepoint is walked once per
+# user stack and remembered, also across drains, which take it out of
+# its map: every hit still has the entry path under its own user stack
+test_syscall_entry() {
+	n=20000
+	echo "dd's $n reads and writes each have their user stack and the entry path"
+	perf --buildid-dir "$cache" bstack record -o "$tmp/sys.data" --interval 100 \
+		-e syscalls:sys_enter_read -e syscalls:sys_enter_write -- \
+		dd if=/dev/zero of=/dev/null bs=1 count=$n > /dev/null 2> "$tmp/sys.err" ||
+		{ fail "record of dd: $(tail -1 "$tmp/sys.err")"; return; }
+	perf --buildid-dir "$cache" bstack report -i "$tmp/sys.data" --folded \
+		> "$tmp/sys.folded" 2> /dev/null
+	for ev in read write; do
+		all=$(bstack_folded_sum "$tmp/sys.folded" "^syscalls:sys_enter_$ev;dd;")
+		# dd is stripped: its own frames have no names
+		entry=$(bstack_folded_sum "$tmp/sys.folded" \
+			"^syscalls:sys_enter_$ev;dd;([^;]+;)+entry_SYSCALL_64[^;]*;do_syscall_64;")
+		[ "$all" -ge $n ] || fail "$all hits of sys_enter_$ev, not $n or more"
+		[ "$entry" = "$all" ] || fail "$entry of $all sys_enter_$ev hits have user" \
+			"frames and the entry path: $(grep -m1 -v do_syscall_64 "$tmp/sys.folded")"
+	done
+	recalled=$(sed -n 's/.* \([0-9]*\) kernel stacks at system call entries known.*/\1/p' \
+		   "$tmp/sys.err")
+	[ "${recalled:-0}" -gt $n ] ||
+		fail "${recalled:-no} kernel stacks of $((2 * n)) hits not walked again"
+}
+
 test_uprobe
 test_uprobe_storm
+test_syscall_entry
 test_deep_stack
 test_execve
 test_fork

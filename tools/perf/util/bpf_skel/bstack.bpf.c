@@ -176,6 +176,24 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } bstack_cfi_ask SEC(".maps");
 
+/*
+ * The kernel stack of each user stack at each system call entry
+ * tracepoint (BPF_BSTACK_COOKIE_SYSCALL_ENTRY): the walk through the
+ * tracing code to the entry path is half of what a hit costs
+ */
+struct bpf_bstack_memo_key {
+	__u64 user_stack;
+	__u32 event;
+	__u32 reserved;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct bpf_bstack_memo_key);
+	__type(value, __u64);
+	__uint(max_entries, 8192);
+} bstack_kern_memo SEC(".maps");
+
 /* tgids (or tids) to sample, resized from user space */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -328,13 +346,18 @@ static __always_inline int task_selected(void)
 
 /*
  * Store a stack under its hash, once: the hash, or 0 when the map refused
- * it, full (-E2BIG) or, most likely, without memory for the entry.
+ * it, full (-E2BIG) or, most likely, without memory for the entry.  Most
+ * stacks were seen before: a lookup, which takes no lock, finds them.
  */
 static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 					 struct bpf_bstack_stats *stats, int full_stat,
 					 int unstored_stat)
 {
-	long err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
+	long err;
+
+	if (bpf_map_lookup_elem(map, &h))
+		return h;
+	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 
 	if (!err || err == -EEXIST)
 		return h;
@@ -624,53 +647,31 @@ static __always_inline int row_step(struct cfi_walk *w, struct bpf_bstack_cfi_ro
 	return 0;
 }
 
-/* One frame of the walk, by bpf_loop(): 1 stops it */
-static long cfi_step(__u64 i, void *ctx)
+/* One frame of the walk: the stat of why the walk ended there, 0 to go on */
+static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_proc *proc,
+				    struct bpf_bstack_user_stack *buf,
+				    struct bpf_bstack_stats *stats)
 {
-	struct bpf_bstack_user_stack *buf;
-	struct bpf_bstack_cfi_proc *proc;
 	struct bpf_bstack_cfi_file *file = NULL;
 	struct bpf_bstack_cfi_map *m;
 	struct bpf_bstack_cfi_row *row;
-	struct bpf_bstack_stats *stats;
-	__u32 zero = 0, level = nest_level();
-	struct cfi_walk *w;
-	__u64 pc;
+	__u64 pc = w->exact ? w->pc : w->pc - 1;	/* a call may end its function */
 
-	w = bpf_map_lookup_elem(&bstack_cfi_walk, &level);
-	if (!w)
-		return 1;
-	pc = w->exact ? w->pc : w->pc - 1;	/* a call may end its function */
-	if (w->nr >= w->max) {
-		w->end = BPF_BSTACK_STAT_CFI_DEPTH;
-		return 1;
-	}
-	stats = bpf_map_lookup_elem(&bstack_stats, &zero);
-	buf = bpf_map_lookup_elem(&bstack_user_buf, &level);
-	proc = bpf_map_lookup_elem(&bstack_cfi_procs, &w->tgid);
-	if (!buf || !proc) {
-		w->end = BPF_BSTACK_STAT_CFI_NO_MAP;
-		return 1;
-	}
+	if (w->nr >= w->max)
+		return BPF_BSTACK_STAT_CFI_DEPTH;
 	m = find_map(w, proc, pc);
-	if (!m) {
-		w->end = w->guessed ? BPF_BSTACK_STAT_CFI_NO_ROW : BPF_BSTACK_STAT_CFI_NO_MAP;
-		return 1;
-	}
+	if (!m)
+		return w->guessed ? BPF_BSTACK_STAT_CFI_NO_ROW : BPF_BSTACK_STAT_CFI_NO_MAP;
 	w->guessed = false;
 	if (m->file != BPF_BSTACK_CFI_NO_FILE)
 		file = bpf_map_lookup_elem(&bstack_cfi_files, &m->file);
 	add_frame(w, buf, m, file);
-	if (!file || !file->nr) {
-		w->end = fp_step(w, stats);
-		return w->end ? 1 : 0;
-	}
+	if (!file || !file->nr)
+		return fp_step(w, stats);
 	row = find_row(w, file, pc - m->start + m->pgoff);
 	if (!row || (row->cfa_kind == BPF_BSTACK_CFA_NO_FDE && !w->exact))
-		w->end = guess_step(w, stats);
-	else
-		w->end = row_step(w, row);
-	return w->end ? 1 : 0;
+		return guess_step(w, stats);
+	return row_step(w, row);
 }
 
 /*
@@ -701,6 +702,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	__u32 level = nest_level(), tgid;
 	struct cfi_walk *w;
 	__u64 *changed;
+	int i;
 
 	w = bpf_map_lookup_elem(&bstack_cfi_walk, &level);
 	if (!w)
@@ -722,6 +724,9 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 		ask_mappings(tgid);
 		return false;
 	}
+	buf = bpf_map_lookup_elem(&bstack_user_buf, &level);
+	if (!buf)
+		return false;
 	regs = (struct pt_regs___bstack *)bpf_task_pt_regs(task);
 	w->tgid = tgid;
 	w->pc = BPF_CORE_READ(regs, ip);
@@ -732,7 +737,15 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->max = max_depth();
 	w->nr = 0;
 	w->end = 0;
-	bpf_loop(BPF_BSTACK_MAX_STACK, cfi_step, NULL, 0);
+	/*
+	 * An open-coded loop, not bpf_loop(): the process's mappings, found
+	 * once, stay at hand instead of being looked up for every frame
+	 */
+	bpf_for(i, 0, BPF_BSTACK_MAX_STACK) {
+		w->end = cfi_step(w, proc, buf, stats);
+		if (w->end)
+			break;
+	}
 	if (!w->end)
 		w->end = BPF_BSTACK_STAT_CFI_DEPTH;
 	if (w->end == BPF_BSTACK_STAT_CFI_NO_MAP) {
@@ -743,8 +756,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	}
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
 	stat_inc(stats, w->end, 1);
-	buf = bpf_map_lookup_elem(&bstack_user_buf, &level);
-	*hash = buf ? store_frames(buf, w->nr, stats, true) : 0;
+	*hash = store_frames(buf, w->nr, stats, true);
 	return true;
 }
 
@@ -819,12 +831,50 @@ static __always_inline void count_key(struct bpf_bstack_key *key,
 		count_hit(&bstack_counts0, key, stats, weight);
 }
 
+static __always_inline void *kern_stack_map(void)
+{
+	if (kern_build_id && !kern_build_id_failed)
+		return &bstack_kern_bid_stacks;
+	return &bstack_kern_stacks;
+}
+
+/*
+ * The kernel stack remembered for key's user stack at key's system call
+ * entry, if it is still in its map: a drain may have taken it out since,
+ * and then it is walked and stored again.
+ */
+static __always_inline bool recall_kern_stack(struct bpf_bstack_key *key,
+					      struct bpf_bstack_stats *stats)
+{
+	struct bpf_bstack_memo_key mk = { .user_stack = key->user_stack, .event = key->event, };
+	__u64 *h;
+
+	if (!key->user_stack)
+		return false;
+	h = bpf_map_lookup_elem(&bstack_kern_memo, &mk);
+	if (!h || !bpf_map_lookup_elem(kern_stack_map(), h))
+		return false;
+	key->kern_stack = *h;
+	stat_inc(stats, BPF_BSTACK_STAT_KERN_RECALLED, 1);
+	return true;
+}
+
+static __always_inline void remember_kern_stack(struct bpf_bstack_key *key)
+{
+	struct bpf_bstack_memo_key mk = { .user_stack = key->user_stack, .event = key->event, };
+
+	if (key->user_stack && key->kern_stack)
+		bpf_map_update_elem(&bstack_kern_memo, &mk, &key->kern_stack, BPF_ANY);
+}
+
 /*
  * The stacks of the current task into key, each stored once; the first
- * kern_skip kernel frames are the BPF machinery's.
+ * kern_skip kernel frames are the BPF machinery's.  At a system call
+ * entry (syscall_entry), the kernel stack follows from the user stack.
  */
 static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
-					struct bpf_bstack_stats *stats, __u64 kern_skip)
+					struct bpf_bstack_stats *stats, __u64 kern_skip,
+					bool syscall_entry)
 {
 	if (user_stack && user_build_id && cfi && store_cfi_stack(stats, &key->user_stack))
 		;	/* walked with the tables */
@@ -835,6 +885,8 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 						 BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
 						 BPF_BSTACK_STAT_USER_FULL,
 						 BPF_BSTACK_STAT_USER_UNSTORED);
+	if (kern_stack && syscall_entry && recall_kern_stack(key, stats))
+		return;
 	if (kern_stack && kern_build_id && !kern_build_id_failed)
 		key->kern_stack = store_bid_stack(ctx, stats, false,
 						  kern_skip & BPF_F_SKIP_FIELD_MASK);
@@ -845,12 +897,14 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 						 BPF_BSTACK_STAT_KERN_ERR,
 						 BPF_BSTACK_STAT_KERN_FULL,
 						 BPF_BSTACK_STAT_KERN_UNSTORED);
+	if (kern_stack && syscall_entry)
+		remember_kern_stack(key);
 }
 
-/* A hit of event number 'event' in the current task */
-static __always_inline int take_hit(void *ctx, __u32 event)
+/* A hit of the event whose attach cookie is 'cookie' in the current task */
+static __always_inline int take_hit(void *ctx, __u64 cookie)
 {
-	struct bpf_bstack_key key = { .event = event, };
+	struct bpf_bstack_key key = { .event = (__u32)cookie, };
 	struct bpf_bstack_stats *stats;
 	__u64 pid_tgid;
 	__u32 zero = 0;
@@ -868,7 +922,7 @@ static __always_inline int take_hit(void *ctx, __u32 event)
 	key.tid = (__u32)pid_tgid;
 	key.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
-	take_stacks(ctx, &key, stats, 0);
+	take_stacks(ctx, &key, stats, 0, cookie & BPF_BSTACK_COOKIE_SYSCALL_ENTRY);
 	count_key(&key, stats, 1);
 	nest_exit();
 	return 0;
@@ -919,7 +973,7 @@ static __always_inline void offcpu_start(void *ctx, struct task_struct *prev, __
 		return;
 	}
 	/* the program and bpf_trace_run4() */
-	take_stacks(ctx, &key, stats, 2);
+	take_stacks(ctx, &key, stats, 2, false);
 	oc->user_stack = key.user_stack;
 	oc->kern_stack = key.kern_stack;
 	oc->start_ns = now;

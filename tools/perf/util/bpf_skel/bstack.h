@@ -50,8 +50,17 @@ enum bpf_bstack_stat {
 					   * BPF program running (by user space)
 					   */
 	BPF_BSTACK_STAT_CFI_FP_GUESSED,	/* frames stepped by frame pointer where no rule was */
+	BPF_BSTACK_STAT_KERN_RECALLED,	/* kernel stacks of system call entries not walked again */
 	BPF_BSTACK_STAT_MAX,
 };
+
+/*
+ * The attach cookie of an event is its index; this bit, above it, marks a
+ * system call entry tracepoint.  Its kernel stack is the path from the
+ * system call instruction to the tracepoint, the same for every hit from
+ * one user stack: it is walked once per user stack and remembered.
+ */
+#define BPF_BSTACK_COOKIE_SYSCALL_ENTRY	(1ULL << 32)
 
 struct bpf_bstack_stats {
 	__u64 stat[BPF_BSTACK_STAT_MAX];
