@@ -59,6 +59,7 @@ struct bstack_record_args {
 	const char	*uid;
 	const char	*output;
 	const char	*duration;
+	const char	*comp_level;	/* -z: zstd level of perf record */
 };
 
 static const char * const bstack_record_usage[] = {
@@ -135,6 +136,7 @@ static int bstack_record(struct bstack_record_args *rec_args, int argc, const ch
 {
 	struct strbuf config = STRBUF_INIT;
 	const char **rec_argv;
+	char comp[64];
 	int i = 0, j, ret;
 
 	if (rec_args->duration && argc) {
@@ -170,6 +172,10 @@ static int bstack_record(struct bstack_record_args *rec_args, int argc, const ch
 		rec_argv[i++] = "-q";
 	if (rec_args->no_buildid_cache)
 		rec_argv[i++] = "-N";
+	if (rec_args->comp_level) {
+		snprintf(comp, sizeof(comp), "--compression-level=%s", rec_args->comp_level);
+		rec_argv[i++] = comp;
+	}
 	if (rec_args->duration) {
 		rec_argv[i++] = "--";
 		rec_argv[i++] = "sleep";
@@ -981,6 +987,9 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_BOOLEAN('N', "no-buildid-cache", &rec_args.no_buildid_cache,
 		    "do not copy the binaries into the build-id cache"),
 	OPT_BOOLEAN('q', "quiet", &rec_args.quiet, "don't print any message"),
+	OPT_STRING_OPTARG('z', "compression-level", &rec_args.comp_level, "n",
+			  "compress the records with zstd at this level (default: 1), as perf record -z",
+			  "1"),
 	OPT_PARENT(bstack_options)
 	};
 	const struct option report_options[] = {

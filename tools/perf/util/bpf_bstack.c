@@ -830,7 +830,72 @@ struct bstack_writer {
 	u64			payload[(sizeof(struct bpf_bstack_rec_stack) +
 				 sizeof(struct bpf_bstack_user_stack)) / sizeof(u64) + 1];
 	struct bpf_bstack_user_stack	value;	/* of a stack map (any: nr first) */
+	/* with perf record -z: records gathered here, written compressed */
+	char			*zbuf;
+	size_t			zlen;
+	size_t			zsize;
+	char			*zout;		/* twice zsize: zstd's output, in records */
 };
+
+/* As perf record's own: each compressed record gets a header */
+static size_t bstack_comp_header(void *record, size_t increment)
+{
+	struct perf_record_compressed *event = record;
+
+	if (increment) {
+		event->header.size += increment;
+		return increment;
+	}
+	event->header.type = PERF_RECORD_COMPRESSED;
+	event->header.size = sizeof(*event);
+	return sizeof(*event);
+}
+
+static int write_out(struct bstack_writer *w, void *buf, size_t size)
+{
+	if (perf_data_file__write(&w->session->data->file, buf, size) < 0) {
+		pr_err("failed to write perf.data: %m\n");
+		return -errno;
+	}
+	w->bytes += size;
+	return 0;
+}
+
+/* The gathered records as PERF_RECORD_COMPRESSED, in perf record's zstd stream */
+static int flush_compressed(struct bstack_writer *w)
+{
+	size_t max_record = PERF_SAMPLE_MAX_SIZE - sizeof(struct perf_record_compressed) - 1;
+	ssize_t size;
+
+	if (!w->zlen)
+		return 0;
+	size = zstd_compress_stream_to_records(&w->session->zstd_data, w->zout,
+					       2 * w->zsize, w->zbuf, w->zlen,
+					       max_record, bstack_comp_header);
+	if (size < 0)
+		return -EIO;
+	w->session->bytes_transferred += w->zlen;
+	w->session->bytes_compressed += size;
+	w->zlen = 0;
+	return write_out(w, w->zout, size);
+}
+
+/* An event into perf.data, compressed when perf record compresses its own */
+static int write_event(struct bstack_writer *w, void *event, size_t size)
+{
+	int err;
+
+	if (!w->zbuf)
+		return write_out(w, event, size);
+	if (w->zlen + size > w->zsize) {
+		err = flush_compressed(w);
+		if (err)
+			return err;
+	}
+	memcpy(w->zbuf + w->zlen, event, size);
+	w->zlen += size;
+	return 0;
+}
 
 static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 			u64 time, u64 period)
@@ -858,12 +923,7 @@ static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 	w->event.hdr.misc = PERF_RECORD_MISC_USER;
 	w->event.hdr.size = size;
 	perf_event__synthesize_sample((union perf_event *)&w->event, w->sample_type, 0, &sample);
-	if (perf_data_file__write(&w->session->data->file, &w->event, size) < 0) {
-		pr_err("failed to write perf.data: %m\n");
-		return -errno;
-	}
-	w->bytes += size;
-	return 0;
+	return write_event(w, &w->event, size);
 }
 
 static_assert(offsetof(struct bpf_bstack_user_stack, frame) ==
@@ -1119,12 +1179,9 @@ static int write_jit_mmap(const struct bpf_bstack_jit_image *img, void *arg)
 	if (w->sample_id_all)
 		size += perf_event__synthesize_id_sample((void *)mm + size, w->sample_type, &id);
 	mm->header.size = size;
-	if (perf_data_file__write(&w->session->data->file, mm, size) < 0) {
-		pr_err("failed to write perf.data: %m\n");
-		jw->write_err = -errno;
+	jw->write_err = write_event(w, mm, size);
+	if (jw->write_err)
 		return jw->write_err;
-	}
-	w->bytes += size;
 	w->b->nr_jit_images++;
 
 	/* into HEADER_BUILD_ID */
@@ -1387,6 +1444,16 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	if (evsel->core.id)
 		w->sid = evsel->core.id[0];
 	w->now = rdclock();	/* CLOCK_MONOTONIC, as bpf_ktime_get_ns() */
+	/* a reader decompresses each batch into a buffer of perf record's mmap size */
+	w->zsize = session->header.env.comp_mmap_len;
+	if (session->zstd_data.comp_level > 0 && w->zsize >= PERF_SAMPLE_MAX_SIZE) {
+		w->zbuf = malloc(w->zsize);
+		w->zout = malloc(2 * w->zsize);
+		if (!w->zbuf || !w->zout) {
+			zfree(&w->zbuf);	/* written as they come, then */
+			zfree(&w->zout);
+		}
+	}
 
 	if (final)
 		b->skel->bss->enabled = 0;
@@ -1405,6 +1472,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 		err = write_jit_images(w);
 	if (!err)
 		err = write_stats(w);
+	if (!err)
+		err = flush_compressed(w);
 	if (!err && final)
 		forget_own_progs(b, &session->header.env);
 	if (!err && !final) {
@@ -1419,6 +1488,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 
 	b->drained_final = final;
 	bytes = w->bytes;
+	free(w->zbuf);
+	free(w->zout);
 	free(w);
 	return bytes;
 }

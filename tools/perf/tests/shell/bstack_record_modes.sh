@@ -77,6 +77,61 @@ test_no_mmap_tracking() {
 	grep -q 'no mmap tracking' "$tmp/nomm.err" || fail "no summary line about exited binaries"
 }
 
+# the record types of perf.data $1 as written, not as perf report -D
+# shows them after decompression: "type count" lines
+raw_record_types() {
+	python3 - "$1" <<'PY'
+import collections, struct, sys
+d = open(sys.argv[1], "rb").read()
+start, size = struct.unpack_from("<QQ", d, 40)
+pos, types = start, collections.Counter()
+while pos + 8 <= start + size:
+    typ, _, sz = struct.unpack_from("<IHH", d, pos)
+    if sz < 8:
+        break
+    types[typ] += 1
+    pos += sz
+for typ, n in sorted(types.items()):
+    print(typ, n)
+PY
+}
+
+test_compressed() {
+	if ! perf version --build-options 2>&1 | grep -qE "^ *zstd: \[ on"; then
+		echo "-z: not tested, perf is built without zstd"
+		return
+	fi
+	echo "-z compresses the drained records too, and the binaries are still cached"
+	cp "$work" "$tmp/zwork"
+	$perf bstack record -q -z --interval 300 --no-mmap-tracking -o "$tmp/z.data" -- \
+		"$tmp/zwork" 2 "$child" "$lib" || { fail "record -z"; return; }
+	rm "$tmp/zwork"
+	raw_record_types "$tmp/z.data" > "$tmp/z.types"
+	# 9: PERF_RECORD_SAMPLE, the payload; 81: PERF_RECORD_COMPRESSED
+	grep -q '^9 ' "$tmp/z.types" && fail "$(grep '^9 ' "$tmp/z.types" | cut -d' ' -f2)" \
+		"payload records written uncompressed"
+	grep -q '^81 ' "$tmp/z.types" || fail "no compressed records"
+	script "$tmp/z.data" > "$tmp/z.script"
+	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/z.script")
+	samples=$(grep '^STATS ' "$tmp/z.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	[ "$sum" -gt 0 ] && [ "$sum" = "$samples" ] ||
+		fail "-z: counts add up to $sum, $samples samples taken"
+	# perf record -z skips the build-id pass; with bstack it must not
+	perf buildid-list -i "$tmp/z.data" | grep -q "^$(bstack_build_id "$work") $tmp/zwork\$" ||
+		fail "-z: the workload is not in the build-id table"
+	$perf bstack report -i "$tmp/z.data" --folded > "$tmp/z.folded" 2> /dev/null
+	grep -q "^zwork;.*;main;bstack_work_middle;bstack_work_leaf " "$tmp/z.folded" ||
+		fail "-z: the deleted workload's functions are not named"
+
+	# a reader decompresses a record into a buffer of perf record's mmap
+	# size, 68 KiB with -m 16: the drain of 50 processes' stacks is more
+	$perf record --bstack=count=100000 -e dummy -z -m 16 -o "$tmp/zbig.data" -- \
+		sh -c 'for i in $(seq 50); do /bin/true; done' > "$tmp/zbig.err" 2>&1 ||
+		{ fail "record -z of 50 processes: $(tail -1 "$tmp/zbig.err")"; return; }
+	$perf bstack report --stdio -i "$tmp/zbig.data" > "$tmp/zbig.out" 2>&1 ||
+		fail "-z: a big drain cannot be read: $(grep -m1 -i 'fail\|error' "$tmp/zbig.out")"
+}
+
 test_pid_target() {
 	echo "-p follows the process and its children, nothing else"
 	# for 3 s of a workload that outlives perf's start, however slow
@@ -233,6 +288,7 @@ test_record_config() {
 
 test_record_config
 test_interval
+test_compressed
 test_interval_aging
 test_no_mmap_tracking
 test_pid_target
