@@ -100,6 +100,7 @@ clean:
 bench: perf
 	@python3 bench/run.py
 	@python3 bench/events.py
+	@python3 bench/volume.py
 	@python3 bench/same_run.py
 	@python3 bench/export.py
 	@python3 bench/unwind.py

@@ -118,8 +118,8 @@ fi
 smoke=$build/RESULTS-events-smoke.md
 rm -f "$smoke"
 if out=$(python3 "$top/bench/events.py" --smoke --out "$smoke" 2>&1) &&
-   [ "$(grep -cE '^\| (none|record -g|bstack)' "$smoke")" = 6 ] &&
-   [ "$(grep -E '^\| bstack' "$smoke" | awk -F'|' '$8 + 0 == 2000' | wc -l)" = 4 ]; then
+   [ "$(grep -cE '^\| (none|record -g|bstack)' "$smoke")" = 7 ] &&
+   [ "$(grep -E '^\| bstack' "$smoke" | awk -F'|' '$9 + 0 == 2000' | wc -l)" = 4 ]; then
 	pass=$((pass + 1))
 else
 	echo "bench events smoke run failed: $out"
@@ -134,6 +134,18 @@ if out=$(python3 "$top/bench/export.py" --smoke --out "$smoke" 2>&1) &&
 	pass=$((pass + 1))
 else
 	echo "bench export smoke run failed: $out"
+	fail=$((fail + 1))
+fi
+
+# bench/volume.py works, and -z writes less than half the bytes
+smoke=$build/RESULTS-volume-smoke.md
+rm -f "$smoke"
+if out=$(python3 "$top/bench/volume.py" --smoke --out "$smoke" 2>&1) &&
+   [ "$(grep -cE '^\| (plain|-z)' "$smoke")" = 3 ] &&
+   grep -E '^\| -z \(level 1\)' "$smoke" | awk -F'|' '{ exit !($4 + 0 < 0.5) }'; then
+	pass=$((pass + 1))
+else
+	echo "bench volume smoke run failed: $out"
 	fail=$((fail + 1))
 fi
 
