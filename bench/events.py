@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from run import BUILD, PERF, TOP, bpf_stats_enabled, build_workloads, sh
+from run import BUILD, PERF, TOP, write_section, bpf_stats_enabled, build_workloads, sh
 
 TP = "syscalls:sys_enter_getppid"
 # the uprobe event perf probe makes of bench_event, for perf record's own row
@@ -131,19 +131,7 @@ def write_results(path, n, repeats, results):
             fmt(med([r.get("lost") for r in rs])) if name != "none" else "",
             fmt(med([r.get("bytes") for r in rs])) if name != "none" else ""))
     w.append("")
-    old = open(path).read() if os.path.exists(path) else ""
-    section = "\n".join(w) + "\n"
-    if "## Events" in old:
-        start = old.index("## Events")
-        end = old.find("\n## ", start + 1)
-        new = old[:start] + section + (old[end + 1:] if end >= 0 else "")
-    elif "## Stress" in old:
-        i = old.index("## Stress")
-        new = old[:i] + section + "\n" + old[i:]
-    else:
-        new = old + "\n" + section
-    open(path, "w").write(new)
-    print("bench: wrote %s" % path)
+    write_section(path, "## Events", "\n".join(w) + "\n")
 
 
 def main():

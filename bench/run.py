@@ -55,6 +55,23 @@ def bpf_stats_enabled():
         open(path, "w").write(old)
 
 
+def write_section(path, title, text, before="## Stress"):
+    """Put text, the section `title` of a results file, in place of the
+    old one, or else before the section `before`, or at the end."""
+    old = open(path).read() if os.path.exists(path) else ""
+    if title in old:
+        start = old.index(title)
+        end = old.find("\n## ", start + 1)
+        new = old[:start] + text + (old[end + 1:] if end >= 0 else "")
+    elif before in old:
+        i = old.index(before)
+        new = old[:i] + text + "\n" + old[i:]
+    else:
+        new = old + "\n" + text
+    open(path, "w").write(new)
+    print("bench: wrote %s" % path)
+
+
 def build_workloads():
     os.makedirs(BUILD, exist_ok=True)
     r = sh(["make", "-s", "-C", os.path.join(TOP, "bench", "workloads"), "OUT=" + BUILD])

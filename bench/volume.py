@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from run import BUILD, PERF, TOP, build_workloads, sh
+from run import BUILD, PERF, TOP, write_section, build_workloads, sh
 
 RECORDERS = {
     "plain": [],
@@ -65,19 +65,7 @@ def write_results(path, seconds, rows):
             name, bps, bps / base if base else 0, per_sample(r),
             per_sample(r) / base_ps if base_ps else 0, r["samples"], r["counts"], r["cpu"]))
     w.append("")
-    old = open(path).read() if os.path.exists(path) else ""
-    section = "\n".join(w) + "\n"
-    if "## Always-on volume" in old:
-        start = old.index("## Always-on volume")
-        end = old.find("\n## ", start + 1)
-        new = old[:start] + section + (old[end + 1:] if end >= 0 else "")
-    elif "## Stress" in old:
-        i = old.index("## Stress")
-        new = old[:i] + section + "\n" + old[i:]
-    else:
-        new = old + "\n" + section
-    open(path, "w").write(new)
-    print("bench: wrote %s" % path)
+    write_section(path, "## Always-on volume", "\n".join(w) + "\n")
 
 
 def main():
