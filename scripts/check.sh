@@ -96,7 +96,7 @@ rm -rf "$dest"
 # bench/ works and writes every row; a smoke run, not a timed test
 smoke=$build/RESULTS-smoke.md
 if out=$(python3 "$top/bench/run.py" --smoke --out "$smoke" 2>&1) &&
-   [ "$(grep -cE '^\| (cpu|churn|dlopen|threads) \| ' "$smoke")" = 24 ] &&
+   [ "$(grep -cE '^\| (cpu|churn|dlopen|threads) \| ' "$smoke")" = 26 ] &&
    [ "$(sed -n '/^## Targets/,$p' "$smoke" | grep -cE '^\| [^-|t]')" = 9 ]; then
 	pass=$((pass + 1))
 else
