@@ -103,7 +103,7 @@ bench: perf
 	@python3 bench/volume.py
 	@python3 bench/same_run.py
 	@python3 bench/export.py
-	@python3 bench/unwind.py
+	@python3 bench/unwind.py --long 20
 
 stress: perf
 	@python3 bench/stress.py --seconds $${STRESS_SECONDS:-600}

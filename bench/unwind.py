@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """perf bstack on code without frame pointers: stacks, bytes and cost.
 
-  python3 bench/unwind.py [--smoke] [--repeats N] [--out bench/RESULTS-unwind.md]
+  python3 bench/unwind.py [--smoke] [--repeats N] [--long FACTOR]
+                          [--out bench/RESULTS-unwind.md]
 
 Programs: Debian's xz, perl, sort and python3 (built without frame
 pointers, as the distribution builds them) and bstack_nofp, a gcc -O2
@@ -23,7 +24,9 @@ wait4(), so that the program's own noise is not perf's), the BPF
 programs' run time (kernel.bpf_stats_enabled) and the report's CPU time.
 The programs run for seconds, as profiled programs do: what a profiler
 costs once (loading, the header) is shown apart, as the bytes and CPU of
-a recording of 'true'.  This machine is noisy: read the ratios.
+a recording of 'true'.  --long adds the cost of the CPU-bound programs
+run FACTOR times as long, where that once-only cost weighs little.  This
+machine is noisy: read the ratios.
 """
 import argparse
 import os
@@ -52,19 +55,19 @@ def random_text(path, mb):
     return path
 
 
-def programs(tmp, smoke):
-    """each a few seconds long (smoke: a tenth)"""
+def programs(tmp, smoke, factor=1):
+    """each a few seconds long (smoke: a tenth), or factor times that"""
     scale = 10 if smoke else 1
     small = random_text(os.path.join(tmp, "text"), 10 // scale or 1)
     big = random_text(os.path.join(tmp, "big"), 120 // scale)
-    perl_loop, py_loop = 30000000 // scale, 15000000 // scale
+    perl_loop, py_loop = 30000000 * factor // scale, 15000000 * factor // scale
     return {
         "xz -6 -T1": ["xz", "-6", "-T1", "-k", "-f", small],
         "perl loop": ["perl", "-e", "my %%h; $h{$_ %% 1000} .= 'x' for 1..%d" % perl_loop],
         "sort": ["sort", "-S", "64M", "-o", os.devnull, big],
         "python3 loop": ["python3", "-c",
                          "d = {}\nfor i in range(%d): d[i %% 997] = str(i)" % py_loop],
-        "bstack_nofp": [os.path.join(BUILD, "bstack_nofp"), "1" if smoke else "5"],
+        "bstack_nofp": [os.path.join(BUILD, "bstack_nofp"), "1" if smoke else str(5 * factor)],
     }
 
 
@@ -199,6 +202,8 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(TOP, "bench", "RESULTS-unwind.md"))
+    ap.add_argument("--long", type=int, default=0, metavar="FACTOR",
+                    help="also the cost of the CPU-bound programs run FACTOR times longer")
     opts = ap.parse_args()
     os.makedirs(BUILD, exist_ok=True)
     r = sh(["make", "-s", "-C", os.path.join(TOP, "tools/perf/tests/bstack"), "OUT=" + BUILD])
@@ -244,43 +249,60 @@ def main():
             lines.append("```")
             lines.append("")
 
-        lines += ["## Cost, each profiler alone, interleaved", "",
-                  "| program | profiler | bytes/sample | x dwarf | record CPU s | BPF s | report CPU s | total x dwarf | BPF ns/sample |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        fixed = {}
-        for prog, cmd in [("true", ["true"])] + list(progs.items()):
-            res = {p: [] for p in PROFILERS}
-            for _ in range(opts.repeats):
-                for p in PROFILERS:
-                    res[p].append(cost_once(p, cmd, tmp))
-            med = {}
-            for p, rs in res.items():
-                med[p] = {}
-                for k in rs[0]:
-                    vals = [x[k] for x in rs if x[k] is not None]
-                    med[p][k] = statistics.median(vals) if vals else None
-                m = med[p]
-                m["bps"] = m["bytes"] / m["samples"] if m["samples"] else None
-                m["total"] = m["record cpu"] + m["bpf s"] + m["report cpu"]
-            if prog == "true":
-                fixed = med
-                continue
-            dw = med["record dwarf"]
-            for p, m in med.items():
-                lines.append("| %s | %s | %s | %s | %.2f | %.3f | %.2f | %s | %s |" % (
-                    prog, p, "%.0f" % m["bps"] if m["bps"] else "-",
-                    "%.3f" % (m["bps"] / dw["bps"]) if m["bps"] and dw["bps"] else "-",
-                    m["record cpu"], m["bpf s"], m["report cpu"],
-                    "%.2f" % (m["total"] / dw["total"]) if dw["total"] else "-",
-                    m["bpf ns/sample"] if m["bpf ns/sample"] else "-"))
+        lines += ["## Cost, each profiler alone, interleaved", ""]
+        fixed = cost_table(lines, [("true", ["true"])] + list(progs.items()), tmp,
+                           opts.repeats)
         lines += ["", "Targets: bytes per sample <= 0.05x dwarf; total cost (perf's own CPU "
                   "while recording, + BPF run time + report CPU) <= 0.25x dwarf's.", "",
                   "What each profiler costs once, a recording of `true`: " +
                   ", ".join("%s %.0f KB, %.2f s CPU" % (p, m["bytes"] / 1024.0, m["total"])
                             for p, m in fixed.items()) + ".", ""]
+        if opts.long:
+            long_progs = programs(tmp, False, opts.long)
+            lines += ["## Cost of runs %d times longer, once each" % opts.long, "",
+                      "The CPU-bound programs of the cost table, %d times as long (a "
+                      "minute or so): what a profiler costs once weighs little here." %
+                      opts.long, ""]
+            cost_table(lines, [(p, long_progs[p]) for p in
+                               ("perl loop", "python3 loop", "bstack_nofp")], tmp, 1)
+            lines.append("")
     with open(opts.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def cost_table(lines, progs, tmp, repeats):
+    """Rows of the cost of each program under each profiler, interleaved;
+    the medians of a program named "true" are returned, not shown"""
+    lines += ["| program | profiler | bytes/sample | x dwarf | record CPU s | BPF s | report CPU s | total x dwarf | BPF ns/sample |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    fixed = {}
+    for prog, cmd in progs:
+        res = {p: [] for p in PROFILERS}
+        for _ in range(repeats):
+            for p in PROFILERS:
+                res[p].append(cost_once(p, cmd, tmp))
+        med = {}
+        for p, rs in res.items():
+            med[p] = {}
+            for k in rs[0]:
+                vals = [x[k] for x in rs if x[k] is not None]
+                med[p][k] = statistics.median(vals) if vals else None
+            m = med[p]
+            m["bps"] = m["bytes"] / m["samples"] if m["samples"] else None
+            m["total"] = m["record cpu"] + m["bpf s"] + m["report cpu"]
+        if prog == "true":
+            fixed = med
+            continue
+        dw = med["record dwarf"]
+        for p, m in med.items():
+            lines.append("| %s | %s | %s | %s | %.2f | %.3f | %.2f | %s | %s |" % (
+                prog, p, "%.0f" % m["bps"] if m["bps"] else "-",
+                "%.3f" % (m["bps"] / dw["bps"]) if m["bps"] and dw["bps"] else "-",
+                m["record cpu"], m["bpf s"], m["report cpu"],
+                "%.2f" % (m["total"] / dw["total"]) if dw["total"] else "-",
+                m["bpf ns/sample"] if m["bpf ns/sample"] else "-"))
+    return fixed
 
 
 if __name__ == "__main__":
