@@ -44,6 +44,11 @@ SYSTEM_WIDE = {
 }
 
 
+def profilers_of(mode):
+    """The profilers a workload runs under: the system-wide ones for the churn only"""
+    return {**PROFILERS, **SYSTEM_WIDE} if mode == "churn" else PROFILERS
+
+
 def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
@@ -58,6 +63,12 @@ def bpf_stats_enabled():
         yield
     finally:
         open(path, "w").write(old)
+
+
+# the churn of the always-on benchmarks (stress.py, volume.py): fork/exec and
+# dlopen() in a loop, until killed
+CHURN_LOOP = ["sh", "-c", "while :; do %s/bench_work churn 300; "
+              "%s/bench_work dlopen 2000; done 2> /dev/null" % (BUILD, BUILD)]
 
 
 def write_section(path, title, text, before="## Stress"):
@@ -99,7 +110,7 @@ def parse_samples(err):
 def run_once(profiler, mode, sizes, data):
     """One profiled run: the workload's own wall/cpu, perf's cpu, bytes, samples."""
     cmd = workload(mode, sizes)
-    args = PROFILERS[profiler] if profiler in PROFILERS else SYSTEM_WIDE[profiler]
+    args = profilers_of(mode)[profiler]
     if args is not None:
         cmd = [PERF] + args + ["-o", data, "--"] + cmd
     t0 = os.times()
@@ -241,7 +252,7 @@ def main():
             # interleaved: each repeat runs every (workload, profiler) once
             for rep in range(repeats):
                 for mode in sizes:
-                    for prof in list(PROFILERS) + (list(SYSTEM_WIDE) if mode == "churn" else []):
+                    for prof in profilers_of(mode):
                         data = os.path.join(tmp, "%s-%s.data" % (mode, prof.replace(" ", "_")))
                         results.setdefault((mode, prof), []).append(
                             run_once(prof, mode, sizes, data))
@@ -290,7 +301,7 @@ def write_results(opts, sizes, repeats, results, exit_times, rep_b, rep_g,
       "(no hardware PMU here); kernel.bpf_stats_enabled=1 during the runs.\n" % (
           repeats, ", ".join("%s %d" % kv for kv in sizes.items())))
     w("Profiler command lines (`-o FILE -- bench_work MODE N` appended):\n")
-    for prof, args in list(PROFILERS.items()) + list(SYSTEM_WIDE.items()):
+    for prof, args in profilers_of("churn").items():
         w("- %s: `%s`" % (prof, "bench_work MODE N" if args is None else "perf " + " ".join(args)))
     w("\n%s run the churn only.\n" % " and ".join(SYSTEM_WIDE))
     w("")
@@ -302,7 +313,7 @@ def write_results(opts, sizes, repeats, results, exit_times, rep_b, rep_g,
     for mode in sizes:
         base = results[(mode, "none")]
         bw, bc = stats([r["wall"] for r in base]), stats([r["cpu"] for r in base])
-        for prof in [p for p in list(PROFILERS) + list(SYSTEM_WIDE) if (mode, p) in results]:
+        for prof in profilers_of(mode):
             rs = results[(mode, prof)]
             wall, cpu = stats([r["wall"] for r in rs]), stats([r["cpu"] for r in rs])
             pcpu = stats([r["perf_cpu"] for r in rs]) if prof != "none" else None

@@ -17,9 +17,7 @@ import sys
 import tempfile
 import time
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PERF = os.path.join(TOP, "perf")
-BUILD = os.path.join(TOP, "build", "bench")
+from run import BUILD, CHURN_LOOP, PERF, TOP
 # growth allowed after warm-up: 20% plus a little slack for allocator noise
 GROWTH = 1.2
 SLACK_KB = 4096
@@ -67,8 +65,7 @@ def main():
                             "--no-mmap-tracking",
                             "--interval", str(opts.interval_ms), "-o", data],
                            stderr=subprocess.PIPE, text=True)
-    churn = subprocess.Popen(["sh", "-c", "while :; do %s/bench_work churn 300; "
-                              "%s/bench_work dlopen 2000; done 2> /dev/null" % (BUILD, BUILD)])
+    churn = subprocess.Popen(CHURN_LOOP)
     samples = []
     t0 = time.monotonic()
     try:

@@ -55,19 +55,30 @@ def random_text(path, mb):
     return path
 
 
-def programs(tmp, smoke, factor=1):
-    """each a few seconds long (smoke: a tenth), or factor times that"""
+def cpu_programs(smoke, factor=1):
+    """the programs that need no input, factor times as long"""
     scale = 10 if smoke else 1
-    small = random_text(os.path.join(tmp, "text"), 10 // scale or 1)
-    big = random_text(os.path.join(tmp, "big"), 120 // scale)
     perl_loop, py_loop = 30000000 * factor // scale, 15000000 * factor // scale
     return {
-        "xz -6 -T1": ["xz", "-6", "-T1", "-k", "-f", small],
         "perl loop": ["perl", "-e", "my %%h; $h{$_ %% 1000} .= 'x' for 1..%d" % perl_loop],
-        "sort": ["sort", "-S", "64M", "-o", os.devnull, big],
         "python3 loop": ["python3", "-c",
                          "d = {}\nfor i in range(%d): d[i %% 997] = str(i)" % py_loop],
         "bstack_nofp": [os.path.join(BUILD, "bstack_nofp"), "1" if smoke else str(5 * factor)],
+    }
+
+
+def programs(tmp, smoke):
+    """each a few seconds long (smoke: a tenth)"""
+    scale = 10 if smoke else 1
+    small = random_text(os.path.join(tmp, "text"), 10 // scale or 1)
+    big = random_text(os.path.join(tmp, "big"), 120 // scale)
+    cpu = cpu_programs(smoke)
+    return {
+        "xz -6 -T1": ["xz", "-6", "-T1", "-k", "-f", small],
+        "perl loop": cpu["perl loop"],
+        "sort": ["sort", "-S", "64M", "-o", os.devnull, big],
+        "python3 loop": cpu["python3 loop"],
+        "bstack_nofp": cpu["bstack_nofp"],
     }
 
 
@@ -224,36 +235,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         progs = {} if opts.long_only else programs(tmp, opts.smoke)
         if progs:
-            lines += ["## Stacks, profilers watching the same run", "",
-                      "| program | record -g | --call-graph dwarf | bstack --no-cfi | bstack | bstack vs dwarf |",
-                      "|---|---|---|---|---|---|"]
-            chains = []
-            for prog, cmd in progs.items():
-                comm = comm_of(cmd)
-                b, d = same_run(cmd, tmp, [], ["--call-graph", "dwarf"])
-                fb, g = same_run(cmd, tmp, ["--no-cfi"], ["-g"])
-                cells = []
-                for st in (g, d, fb, b):
-                    pct, depth, n = reach(st, comm)
-                    cells.append("%.0f %%, %.1f (%d)" % (pct, depth, n))
-                rb, rd = reach(b, comm)[0], reach(d, comm)[0]
-                cells.append("%.2fx" % (rb / rd) if rd else "-")
-                lines.append("| %s | %s |" % (prog, " | ".join(cells)))
-                chains.append((prog, top_chains(b, comm), top_chains(d, comm)))
-            lines += ["", "Cells: share of the program's samples reaching main, mean frames, "
-                      "(samples).  Target: bstack reaches main in >= 90 % of the samples where "
-                      "dwarf does (last column >= 0.90).", "",
-                      "### Top call chains, side by side", ""]
-            for prog, cb, cd in chains:
-                lines.append("%s:" % prog)
-                lines.append("")
-                lines.append("```")
-                for who, cs in (("bstack", cb), ("dwarf ", cd)):
-                    for c, s in cs:
-                        lines.append("%s %6d %s" % (who, c, s[-300:]))
-                lines.append("```")
-                lines.append("")
-
+            stacks_table(lines, progs, tmp)
         lines += ["## Cost, each profiler alone, interleaved", ""]
         fixed = cost_table(lines, [("true", ["true"])] + list(progs.items()), tmp,
                            opts.repeats)
@@ -263,17 +245,49 @@ def main():
                   ", ".join("%s %.0f KB, %.2f s CPU" % (p, m["bytes"] / 1024.0, m["total"])
                             for p, m in fixed.items()) + ".", ""]
         if opts.long:
-            long_progs = programs(tmp, False, opts.long)
+            long_progs = cpu_programs(False, opts.long)
             lines += ["## Cost of runs %d times longer, once each" % opts.long, "",
                       "The CPU-bound programs of the cost table, %d times as long (a "
                       "minute or so): what a profiler costs once weighs little here." %
                       opts.long, ""]
-            cost_table(lines, [(p, long_progs[p]) for p in
-                               ("perl loop", "python3 loop", "bstack_nofp")], tmp, 1)
+            cost_table(lines, list(long_progs.items()), tmp, 1)
             lines.append("")
     with open(opts.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def stacks_table(lines, progs, tmp):
+    """How far each profiler's stacks reach, profilers watching the same run"""
+    lines += ["## Stacks, profilers watching the same run", "",
+              "| program | record -g | --call-graph dwarf | bstack --no-cfi | bstack | bstack vs dwarf |",
+              "|---|---|---|---|---|---|"]
+    chains = []
+    for prog, cmd in progs.items():
+        comm = comm_of(cmd)
+        b, d = same_run(cmd, tmp, [], ["--call-graph", "dwarf"])
+        fb, g = same_run(cmd, tmp, ["--no-cfi"], ["-g"])
+        cells = []
+        for st in (g, d, fb, b):
+            pct, depth, n = reach(st, comm)
+            cells.append("%.0f %%, %.1f (%d)" % (pct, depth, n))
+        rb, rd = reach(b, comm)[0], reach(d, comm)[0]
+        cells.append("%.2fx" % (rb / rd) if rd else "-")
+        lines.append("| %s | %s |" % (prog, " | ".join(cells)))
+        chains.append((prog, top_chains(b, comm), top_chains(d, comm)))
+    lines += ["", "Cells: share of the program's samples reaching main, mean frames, "
+              "(samples).  Target: bstack reaches main in >= 90 % of the samples where "
+              "dwarf does (last column >= 0.90).", "",
+              "### Top call chains, side by side", ""]
+    for prog, cb, cd in chains:
+        lines.append("%s:" % prog)
+        lines.append("")
+        lines.append("```")
+        for who, cs in (("bstack", cb), ("dwarf ", cd)):
+            for c, s in cs:
+                lines.append("%s %6d %s" % (who, c, s[-300:]))
+        lines.append("```")
+        lines.append("")
 
 
 def cost_table(lines, progs, tmp, repeats):

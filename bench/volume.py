@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from run import BUILD, PERF, TOP, write_section, build_workloads, sh
+from run import BUILD, CHURN_LOOP, PERF, TOP, write_section, build_workloads, sh
 
 RECORDERS = {
     "plain": [],
@@ -88,9 +88,7 @@ def main():
                    "--interval", "1000", "-o", data] + extra
             recs[name] = (subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True), data)
         time.sleep(3)	# loaded and attached
-        churn = subprocess.Popen(["sh", "-c", "while :; do %s/bench_work churn 300; "
-                                  "%s/bench_work dlopen 2000; done 2> /dev/null" %
-                                  (BUILD, BUILD)])
+        churn = subprocess.Popen(CHURN_LOOP)
         time.sleep(seconds)
         churn.kill()
         sh(["pkill", "-f", BUILD + "/bench_work"])
