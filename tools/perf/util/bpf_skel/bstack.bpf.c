@@ -831,11 +831,15 @@ static __always_inline void count_key(struct bpf_bstack_key *key,
 		count_hit(&bstack_counts0, key, stats, weight);
 }
 
+/* Kernel stacks as (build-id, offset): asked for, and this kernel has them */
+static __always_inline bool kern_stacks_as_bid(void)
+{
+	return kern_build_id && !kern_build_id_failed;
+}
+
 static __always_inline void *kern_stack_map(void)
 {
-	if (kern_build_id && !kern_build_id_failed)
-		return &bstack_kern_bid_stacks;
-	return &bstack_kern_stacks;
+	return kern_stacks_as_bid() ? (void *)&bstack_kern_bid_stacks : (void *)&bstack_kern_stacks;
 }
 
 /*
@@ -887,11 +891,11 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 						 BPF_BSTACK_STAT_USER_UNSTORED);
 	if (kern_stack && syscall_entry && recall_kern_stack(key, stats))
 		return;
-	if (kern_stack && kern_build_id && !kern_build_id_failed)
+	if (kern_stack && kern_stacks_as_bid())
 		key->kern_stack = store_bid_stack(ctx, stats, false,
 						  kern_skip & BPF_F_SKIP_FIELD_MASK);
 	/* kern_build_id_failed may have been set just now */
-	if (kern_stack && (!kern_build_id || kern_build_id_failed))
+	if (kern_stack && !kern_stacks_as_bid())
 		key->kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks,
 						 kern_skip & BPF_F_SKIP_FIELD_MASK,
 						 BPF_BSTACK_STAT_KERN_ERR,
