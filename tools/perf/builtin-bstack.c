@@ -336,8 +336,7 @@ out:
  * Convert into a file that is already unlinked: nothing is left behind,
  * whatever ends the report, and perf report opens it by /proc/self/fd.
  */
-static int convert_to_temp(struct bpf_bstack_summary *sum, bool one_per_sample,
-			   char *path, size_t size)
+static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t size)
 {
 	char tmpl[PATH_MAX];
 	const char *dir = getenv("TMPDIR");
@@ -352,7 +351,7 @@ static int convert_to_temp(struct bpf_bstack_summary *sum, bool one_per_sample,
 	}
 	close(fd);
 	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, report_events,
-				  report_hosts, one_per_sample, sum);
+				  report_hosts, false, sum);
 	if (err) {
 		unlink(tmpl);
 		return err;
@@ -858,9 +857,11 @@ static int bstack_report(int argc, const char **argv)
 		if (ret)
 			return ret;
 	}
-	/* perf report counts records as samples (its title, -n): one per sample */
-	fd = convert_to_temp(&sum, !report_folded && !report_pprof && !report_flamegraph,
-			     path, sizeof(path));
+	/*
+	 * A sample per count, resolved and added to the hists once; its weight
+	 * is the number of samples it stands for, as perf report counts them.
+	 */
+	fd = convert_to_temp(&sum, path, sizeof(path));
 	if (fd < 0)
 		return fd;
 
@@ -896,6 +897,7 @@ static int bstack_report(int argc, const char **argv)
 	for (j = 0; j < argc; j++)
 		rep_argv[i++] = argv[j];
 	print_calling(rep_argv, i);
+	symbol_conf.weight_is_nr_samples = true;
 	ret = cmd_report(i, rep_argv);
 	free(rep_argv);
 out:

@@ -67,6 +67,8 @@
 #define MAX_SLOTS	4096
 /* an address in no map, for frames that cannot be placed: shown as 0x1 */
 #define UNKNOWN_IP	0x1ULL
+/* what the output buffer holds: much more than a record, PERF_SAMPLE_MAX_SIZE */
+#define BSTACK_OUT_BUF		(1U << 20)
 /* one_per_sample: the most samples written for a count, and in all */
 #define BSTACK_EXPAND_MAX	(1ULL << 20)
 #define BSTACK_EXPAND_TOTAL	(1ULL << 22)
@@ -90,7 +92,7 @@
 
 #define OUT_SAMPLE_TYPES (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
 			  PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | \
-			  PERF_SAMPLE_CALLCHAIN)
+			  PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_WEIGHT)
 /* the id of the first output event; the others follow it in index order */
 #define OUT_FIRST_ID	1
 
@@ -132,6 +134,8 @@ struct bstack_conv {
 
 	int				fd;
 	u64				bytes;
+	char				*out;		/* records not written yet */
+	size_t				out_len;
 	int				err;
 	struct evlist			*evlist;
 	struct hashmap			*slots;		/* build-id key -> struct bstack_slot * */
@@ -381,15 +385,27 @@ static const struct bstack_map_rec *map_during(const struct bstack_map_history *
 }
 
 /* Output side */
+static int flush_out(struct bstack_conv *c)
+{
+	if (c->err || !c->out_len)
+		return c->err;
+	if (writen(c->fd, c->out, c->out_len) != (ssize_t)c->out_len) {
+		c->err = -errno;
+		pr_err("cannot write the converted data: %m\n");
+	}
+	c->out_len = 0;
+	return c->err;
+}
+
+/* Through a buffer: a record is a few hundred bytes, a write() each costs more */
 static int write_out(struct bstack_conv *c, const void *buf, size_t size)
 {
 	if (c->err)
 		return c->err;
-	if (writen(c->fd, buf, size) != (ssize_t)size) {
-		c->err = -errno;
-		pr_err("cannot write the converted data: %m\n");
+	if (c->out_len + size > BSTACK_OUT_BUF && flush_out(c))
 		return c->err;
-	}
+	memcpy(c->out + c->out_len, buf, size);
+	c->out_len += size;
 	c->bytes += size;
 	return 0;
 }
@@ -1125,6 +1141,7 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 		.cpu	= cnt->cpu,
 		.time	= cnt->last_ns,
 		.period	= cnt->count,
+		.weight	= 1,
 	};
 	/* off-CPU counts are nanoseconds, not samples */
 	bool hits = ev->kind != BPF_BSTACK_EVENT_OFFCPU;
@@ -1175,14 +1192,19 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	/*
 	 * For readers that count records, not periods: each sample or hit on
 	 * its own, within bounds a damaged or hostile count cannot stretch.
+	 * Otherwise the weight says how many samples the record stands for
+	 * (perf report counts them so with symbol_conf.weight_is_nr_samples).
 	 */
 	if (c->one_per_sample && hits && count_plausible(c, cnt) &&
 	    cnt->count <= BSTACK_EXPAND_MAX && c->expanded + cnt->count <= BSTACK_EXPAND_TOTAL) {
 		copies = cnt->count;
 		sample.period = 1;
 		c->expanded += copies;
-	} else if (c->one_per_sample && hits && cnt->count > 1) {
-		c->sum->nr_weighted++;
+	} else if (hits && cnt->count > 1) {
+		if (count_plausible(c, cnt))
+			sample.weight = cnt->count;
+		if (c->one_per_sample || !count_plausible(c, cnt))
+			c->sum->nr_weighted++;
 	}
 	c->event->header.type = PERF_RECORD_SAMPLE;
 	c->event->header.misc = kstack ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
@@ -1457,7 +1479,8 @@ static int write_output(struct bstack_conv *c, const char *output)
 	c->evlist = output_evlist(c, evlist__find_evsel_by_str(in_evlist, BPF_BSTACK_EVENT));
 	c->chain = calloc(2 * BPF_BSTACK_MAX_FRAMES + 3, sizeof(u64));
 	c->event = malloc(PERF_SAMPLE_MAX_SIZE);
-	if (!c->evlist || !c->chain || !c->event) {
+	c->out = malloc(BSTACK_OUT_BUF);
+	if (!c->evlist || !c->chain || !c->event || !c->out) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -1497,7 +1520,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 		if (cnt->last_ns > c->evlist->last_sample_time)
 			c->evlist->last_sample_time = cnt->last_ns;
 	}
-	err = c->err;
+	err = flush_out(c);
 	if (err)
 		goto out;
 
@@ -1573,6 +1596,7 @@ static void conv_free(struct bstack_conv *c)
 	free(c->counts);
 	free(c->chain);
 	free(c->event);
+	free(c->out);
 }
 
 /* A file cut short (a killed perf, a full disk) is refused, not half read */

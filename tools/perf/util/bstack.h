@@ -113,8 +113,9 @@ struct bpf_bstack_summary {
 
 /*
  * Convert input into a perf.data of resolved callchains at output: a
- * sample per count, weighted by its period, or with one_per_sample, a
- * sample of period 1 per sample or hit (off-CPU counts keep their weight).
+ * sample per count, of the count's period and with the number of samples
+ * or hits it stands for as its weight, or with one_per_sample, a sample of
+ * period 1 per sample or hit (off-CPU counts keep their period).
  */
 int bpf_bstack__convert(const char *input, const char *output, bool force,
 			const char *events, const char *hosts, bool one_per_sample,

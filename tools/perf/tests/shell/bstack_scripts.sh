@@ -6,8 +6,9 @@
 # Python reports, which count records, weigh stacks right: flamegraph
 # (its JSON output) and gecko (Firefox Profiler) must have the workload's
 # functions with the counts --folded has, its binary deleted before.  So
-# does the file perf bstack report hands perf report: its title and its
-# -n column count samples.
+# does perf bstack report, which hands perf report a record per stack
+# weighted by its samples: its title, its -n column and the counts of its
+# call graphs count samples, as perf report of inject's output does.
 
 # shellcheck source=lib/bstack.sh
 . "$(dirname "$0")"/lib/bstack.sh
@@ -32,6 +33,23 @@ perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" --stdio --no-chil
 grep -q "^# Samples: $total " "$tmp/report" || fail "report: not '# Samples: $total'"
 n=$(awk '$NF == "nofp_compare" { print $2 }' "$tmp/report")
 [ "$n" = "$leaf" ] || fail "report -n: nofp_compare has ${n:-no} samples, not $leaf"
+
+echo "... from a record per stack, weighted by its samples, as from a record per sample"
+records=$(perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" -D 2> /dev/null |
+	  grep -c 'PERF_RECORD_SAMPLE')
+[ "$records" -lt "$total" ] || fail "report: $records records for $total samples"
+for g in "caller,0.5,count" "callee,0.5,count"; do
+	for mode in --children --no-children; do
+		perf --buildid-dir "$tmp/cache" report -i "$tmp/inject.data" --stdio -n $mode \
+			--sort comm,sym -g "$g" 2> /dev/null | grep -v '^#' > "$tmp/per-sample"
+		perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" --stdio -n $mode \
+			--sort comm,sym -g "$g" 2> /dev/null | grep -v '^#' > "$tmp/weighted"
+		grep -q 'nofp_compare' "$tmp/weighted" || fail "report -g $g $mode: no nofp_compare"
+		cmp -s "$tmp/per-sample" "$tmp/weighted" ||
+			fail "report -g $g $mode differs from perf report of a record per sample"
+	done
+done
+echo "  $records records for $total samples"
 
 # What 'perf script report NAME' runs, with the test's build-id cache,
 # which perf script report does not pass on to the perf it runs
