@@ -20,6 +20,7 @@
 #include <linux/err.h>
 #include <linux/kernel.h>
 #include <linux/string.h>
+#include <linux/time64.h>
 #include <linux/zalloc.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -91,6 +92,14 @@ struct bstack_source {
  */
 #define BSTACK_WRITTEN_AGE	16
 
+/*
+ * How often perf record's poll loop is woken to see whether the maps need
+ * a drain: the --interval is due, or since the last drain, new counts or
+ * stacks took half of their map, when the other half is what takes the
+ * new ones until the drain.
+ */
+#define BSTACK_CHECK_MS		100
+
 /* One perf record --bstack, from bpf_bstack__prepare() to bpf_bstack__finish() */
 struct bpf_bstack {
 	struct bpf_bstack_opts	opts;
@@ -104,7 +113,9 @@ struct bpf_bstack {
 	bool			drained_final;
 	/* a command given to record, not the 'sleep' of -d beside -p or -t */
 	bool			profile_workload;
-	int			timer_fd;	/* --interval */
+	int			timer_fd;	/* wakes the poll loop: drain_due() */
+	u64			next_drain_ns;	/* --interval: when the next one is due */
+	u64			nr_drains, nr_early_drains;	/* ... of these, maps filling */
 	/* user space state across drains */
 	struct hashmap		*written;	/* stack id -> drain that last named it */
 	struct hashmap		*known_bids;	/* build-ids with a DSO (no tracking mode) */
@@ -675,19 +686,19 @@ static int load_skel(struct bpf_bstack *b, struct target *target)
 	return err;
 }
 
-static int setup_interval(struct bpf_bstack *b, struct evlist *evlist)
+static int setup_drain_timer(struct bpf_bstack *b, struct evlist *evlist)
 {
-	unsigned int ms = b->opts.interval_ms;
+	unsigned int ms = b->opts.interval_ms && b->opts.interval_ms < BSTACK_CHECK_MS ?
+			  b->opts.interval_ms : BSTACK_CHECK_MS;
 	struct itimerspec its = {
 		.it_interval = { ms / 1000, (ms % 1000) * 1000000L },
 		.it_value    = { ms / 1000, (ms % 1000) * 1000000L },
 	};
 
-	if (!ms)
-		return 0;
+	b->next_drain_ns = rdclock() + b->opts.interval_ms * NSEC_PER_MSEC;
 	b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (b->timer_fd < 0 || timerfd_settime(b->timer_fd, 0, &its, NULL) < 0) {
-		pr_err("cannot create the interval timer: %m\n");
+		pr_err("cannot create the drain timer: %m\n");
 		return -errno;
 	}
 	/* wakes perf record's poll loop, which then calls bpf_bstack__drain_due() */
@@ -784,7 +795,7 @@ struct bpf_bstack *bpf_bstack__prepare(struct evlist *evlist, struct target *tar
 	if (!err)
 		err = open_bstack_events(b, target);
 	if (!err)
-		err = setup_interval(b, evlist);
+		err = setup_drain_timer(b, evlist);
 	if (!err)
 		return b;
 	bpf_bstack__delete(b);
@@ -809,13 +820,33 @@ void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist)
 	b->skel->bss->enabled = 1;
 }
 
+/* New counts or stacks took half of a map since the last drain */
+static bool maps_filling(struct bpf_bstack *b)
+{
+	const struct bstack_bpf__bss *bss = b->skel->bss;
+
+	return bss->counts_added[bss->active_counts & 1] >= (u64)b->opts.count_entries / 2 ||
+	       bss->stacks_added >= (u64)b->opts.map_entries / 2;
+}
+
 bool bpf_bstack__drain_due(struct bpf_bstack *b)
 {
-	u64 expirations;
+	u64 expirations, now, interval = b->opts.interval_ms * NSEC_PER_MSEC;
 
-	if (b->timer_fd < 0)
+	if (b->timer_fd < 0 ||
+	    read(b->timer_fd, &expirations, sizeof(expirations)) != sizeof(expirations))
 		return false;
-	return read(b->timer_fd, &expirations, sizeof(expirations)) == sizeof(expirations);
+	now = rdclock();
+	/* on the check nearest to when the interval is due */
+	if (interval && now + BSTACK_CHECK_MS * NSEC_PER_MSEC / 2 >= b->next_drain_ns) {
+		b->next_drain_ns = max(b->next_drain_ns + interval, now + interval / 2);
+		return true;
+	}
+	if (maps_filling(b)) {
+		b->nr_early_drains++;
+		return true;
+	}
+	return false;
 }
 
 struct bstack_writer {
@@ -1465,6 +1496,10 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	if (!err)
 		err = drain_counts(w, active ? b->skel->maps.bstack_counts1 :
 					       b->skel->maps.bstack_counts0);
+	/* what is added from now on counts toward the next drain */
+	b->skel->bss->counts_added[active] = 0;
+	b->skel->bss->stacks_added = 0;
+	b->nr_drains++;
 	if (!err && final)
 		err = drain_counts(w, active ? b->skel->maps.bstack_counts0 :
 					       b->skel->maps.bstack_counts1);
@@ -1573,6 +1608,11 @@ static void print_summary(struct bpf_bstack *b)
 			"[ perf bstack: %" PRIu64
 			" stacks vanished from the map before they were written ]\n",
 			b->nr_missing_stacks);
+	if (b->nr_early_drains)
+		fprintf(stderr, "[ perf bstack: %" PRIu64 " of %" PRIu64 " drains before the "
+			"maps filled (half of --count-entries %d or --map-entries %d new) ]\n",
+			b->nr_early_drains, b->nr_drains, b->opts.count_entries,
+			b->opts.map_entries);
 	/* not a loss: a stack that comes back after aging out is written again */
 	pr_debug("%" PRIu64 " stack ids unused for %d drains were forgotten\n",
 		 b->nr_aged_out, BSTACK_WRITTEN_AGE);

@@ -171,6 +171,22 @@ test_full_maps() {
 		grep -qE '^# bstack: lost [1-9]' || fail "report summary of losses"
 }
 
+test_drain_before_full() {
+	echo "maps half filled since the last drain are drained: no sample lost"
+	$perf bstack record -F 999 --count-entries 128 -o "$tmp/fill.data" -- \
+		"$work" 2 "$child" "$lib" 2> "$tmp/fill.err" || { fail "record"; return; }
+	grep -q 'lost 0 samples (counts map full)' "$tmp/fill.err" ||
+		fail "end-of-run line: $(grep lost "$tmp/fill.err")"
+	grep -qE '^\[ perf bstack: [1-9][0-9]* of [0-9]+ drains before the maps filled' \
+		"$tmp/fill.err" || fail "no drain before the maps filled"
+	script "$tmp/fill.data" > "$tmp/fill.script"
+	counts=$(grep -c '^COUNT ' "$tmp/fill.script")
+	[ "$counts" -gt 128 ] || fail "only $counts counts: the map never had to be drained"
+	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/fill.script")
+	samples=$(grep '^STATS ' "$tmp/fill.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
+}
+
 test_signal() {
 	echo "SIG$1 mid-run leaves a complete perf.data"
 	$perf bstack record -q -a -o "$tmp/sig.data" 2> "$tmp/sig.err" &
@@ -294,6 +310,7 @@ test_no_mmap_tracking
 test_pid_target
 test_stack_kinds
 test_full_maps
+test_drain_before_full
 test_signal INT
 test_signal TERM
 test_sigkill

@@ -213,6 +213,9 @@ struct {
 /* toggled while running */
 int enabled;
 int active_counts;
+/* entries put into the maps since perf last drained them: it drains before they fill */
+__u64 counts_added[2];
+__u64 stacks_added;
 
 /* set before load */
 const volatile int has_task;
@@ -358,7 +361,8 @@ static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 	if (bpf_map_lookup_elem(map, &h))
 		return h;
 	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
-
+	if (!err)
+		__sync_fetch_and_add(&stacks_added, 1);
 	if (!err || err == -EEXIST)
 		return h;
 	stat_inc(stats, err == -E2BIG ? full_stat : unstored_stat, 1);
@@ -805,8 +809,11 @@ static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
 	if (!val) {
 		init.first_ns = init.last_ns = now;
 		err = bpf_map_update_elem(counts, key, &init, BPF_NOEXIST);
-		if (!err)
+		if (!err) {
+			/* of the map in use, if a drain has not just swapped them */
+			__sync_fetch_and_add(&counts_added[active_counts & 1], 1);
 			return;
+		}
 		if (err != -EEXIST) {
 			stat_inc(stats, BPF_BSTACK_STAT_COUNTS_FULL, 1);
 			return;
