@@ -1609,8 +1609,8 @@ static void print_summary(struct bpf_bstack *b)
 			" stacks vanished from the map before they were written ]\n",
 			b->nr_missing_stacks);
 	if (b->nr_early_drains)
-		fprintf(stderr, "[ perf bstack: %" PRIu64 " of %" PRIu64 " drains before the "
-			"maps filled (half of --count-entries %d or --map-entries %d new) ]\n",
+		fprintf(stderr, "[ perf bstack: %" PRIu64 " of %" PRIu64
+			" drains before the maps filled (half of --count-entries %d or --map-entries %d new) ]\n",
 			b->nr_early_drains, b->nr_drains, b->opts.count_entries,
 			b->opts.map_entries);
 	/* not a loss: a stack that comes back after aging out is written again */

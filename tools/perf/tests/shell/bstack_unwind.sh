@@ -54,6 +54,25 @@ test_no_cfi() {
 		fail "$pct% reach main by frame pointer: was the workload built with them?"
 }
 
+# A uprobe on an instruction the kernel does not emulate (nofp_compare
+# starts with a load) makes the task run a copy of it in the [uprobes]
+# page; samples taken there must still have their callers.
+test_uprobe_single_step() {
+	echo "samples in a uprobe's single-step have the probed function's callers"
+	$perf bstack record -F 999 -e cpu-clock --uprobe "$tmp/bstack_nofp:nofp_compare" \
+		-o "$tmp/xol.data" -- "$tmp/bstack_nofp" 1 2> "$tmp/xol.err" ||
+		{ fail "record: $(tail -1 "$tmp/xol.err")"; return; }
+	$perf bstack report -i "$tmp/xol.data" --folded --event cpu-clock \
+		> "$tmp/xol.folded" 2> /dev/null
+	n=$(bstack_folded_sum "$tmp/xol.folded" "${whole%% \[0-9]+\$};asm_exc_debug;")
+	[ "$n" -gt 0 ] || fail "no sample of a single-step under nofp_compare's callers"
+	# before: more than half of them; a few exec-time stacks are walked by the kernel
+	bad=$(bstack_folded_sum "$tmp/xol.folded" '^bstack_nofp;\[unknown\]( |;)')
+	[ $((bad * 10)) -lt "$n" ] ||
+		fail "$bad samples have a user stack of one unknown frame, $n whole"
+	echo "  $n samples in single-steps, $bad stacks of one unknown frame"
+}
+
 test_debian_xz() {
 	echo "Debian's xz: stacks from liblzma down to main"
 	head -c 3000000 /dev/urandom | base64 > "$tmp/xz.in"
@@ -68,6 +87,7 @@ test_debian_xz() {
 
 test_whole_stacks
 test_no_cfi
+test_uprobe_single_step
 test_debian_xz
 
 [ $err = 0 ] && echo "perf bstack unwind test [Success]"

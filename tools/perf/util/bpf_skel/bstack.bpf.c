@@ -447,6 +447,39 @@ struct mm_struct___bstack {
 	unsigned long start_stack;
 } __attribute__((preserve_access_index));
 
+/* where a task single-steps the copy of a probed instruction, and where that is */
+struct uprobe_task___bstack {
+	unsigned long vaddr;
+	unsigned long xol_vaddr;
+} __attribute__((preserve_access_index));
+
+struct task_struct___bstack {
+	struct uprobe_task___bstack *utask;
+} __attribute__((preserve_access_index));
+
+/* longer than any x86 instruction: a PC this far past a copy is in that copy */
+#define XOL_INSN_MAX	16
+
+/*
+ * A task stopped at a uprobe on an instruction the kernel does not
+ * emulate runs a copy of it in the [uprobes] page, then traps: a sample
+ * there has its PC in that page, which no table covers.  The walk starts
+ * from the probed instruction instead, where the copy stands for it.
+ */
+static __always_inline __u64 probed_pc(struct task_struct *task, __u64 pc)
+{
+	struct uprobe_task___bstack *ut;
+	__u64 xol;
+
+	ut = BPF_CORE_READ((struct task_struct___bstack *)task, utask);
+	if (!ut)
+		return pc;
+	xol = BPF_CORE_READ(ut, xol_vaddr);
+	if (!xol || pc - xol >= XOL_INSN_MAX)
+		return pc;
+	return BPF_CORE_READ(ut, vaddr) + (pc - xol);
+}
+
 /* a frame pointer further above sp than a thread's stack is big is no frame pointer */
 #define FP_GUESS_MAX	(8ULL << 20)
 /* where a signal trampoline finds the interrupted registers: the ucontext */
@@ -733,7 +766,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 		return false;
 	regs = (struct pt_regs___bstack *)bpf_task_pt_regs(task);
 	w->tgid = tgid;
-	w->pc = BPF_CORE_READ(regs, ip);
+	w->pc = probed_pc(task, BPF_CORE_READ(regs, ip));
 	w->sp = BPF_CORE_READ(regs, sp);
 	w->bp = BPF_CORE_READ(regs, bp);
 	w->exact = true;
