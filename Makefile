@@ -101,6 +101,7 @@ bench: perf
 	@python3 bench/run.py
 	@python3 bench/events.py
 	@python3 bench/volume.py
+	@python3 bench/report_time.py
 	@python3 bench/same_run.py
 	@python3 bench/export.py
 	@python3 bench/unwind.py --long 20

@@ -149,6 +149,20 @@ else
 	fail=$((fail + 1))
 fi
 
+# bench/report_time.py works, and bstack kept about as many samples as perf record
+smoke=$build/RESULTS-report-smoke.md
+rm -f "$smoke"
+if out=$(python3 "$top/bench/report_time.py" --smoke --out "$smoke" 2>&1) &&
+   [ "$(grep -cE '^\| (steady|churn) ' "$smoke")" = 2 ] &&
+   grep -E '^\| (steady|churn) ' "$smoke" |
+	awk -F'|' '{ split($3, n, "/"); if (n[1] + 0 < 0.9 * n[2]) bad = 1 } END { exit bad }'; then
+	pass=$((pass + 1))
+else
+	echo "bench report time smoke run failed: $out"
+	cat "$smoke" 2> /dev/null
+	fail=$((fail + 1))
+fi
+
 # the payload decoder under libFuzzer, ASan and UBSan, briefly
 if out=$("$top/scripts/fuzz.sh" 15 2>&1) && echo "$out" | grep -q '^Done [0-9]* runs'; then
 	pass=$((pass + 1))
