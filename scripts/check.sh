@@ -13,13 +13,14 @@ build=$top/build
 # the perf tests matching it.  PERF_BUILD: the perf build to test.
 perf_build=${PERF_BUILD:-$build/perf}
 tests_only=
-# the bstack tests, and the damaged-file test of the upstream fixes
+# the bstack tests, and the tests of the upstream fixes: damaged files, annotate
 pattern=bstack
 pattern2='damaged perf.data'
+pattern3='perf annotate basic'
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tests-only) tests_only=1 ;;
-	--only) pattern=$2; pattern2=$2; shift ;;
+	--only) pattern=$2; pattern2=$2; pattern3=$2; shift ;;
 	esac
 	shift
 done
@@ -36,7 +37,7 @@ cd "$build/linux" || exit 1
 PATH=$perf_build:$PATH
 PERF_EXEC_PATH=$perf_build	# perf archive and other script commands
 export PATH PERF_EXEC_PATH
-"$perf_build/perf" test -v "$pattern" "$pattern2" > "$build/perf-test.log" 2>&1
+"$perf_build/perf" test -v "$pattern" "$pattern2" "$pattern3" > "$build/perf-test.log" 2>&1
 cat "$build/perf-test.log" >> "$log"
 results=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$build/perf-test.log")
 echo "$results"
