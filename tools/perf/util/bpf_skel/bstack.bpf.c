@@ -468,10 +468,14 @@ struct task_struct___bstack {
  */
 static __always_inline __u64 probed_pc(struct task_struct *task, __u64 pc)
 {
+	struct task_struct___bstack *t = (void *)task;
 	struct uprobe_task___bstack *ut;
 	__u64 xol;
 
-	ut = BPF_CORE_READ((struct task_struct___bstack *)task, utask);
+	/* a kernel without uprobes has no utask */
+	if (!bpf_core_field_exists(t->utask))
+		return pc;
+	ut = BPF_CORE_READ(t, utask);
 	if (!ut)
 		return pc;
 	xol = BPF_CORE_READ(ut, xol_vaddr);
