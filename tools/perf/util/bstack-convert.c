@@ -1145,6 +1145,7 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	};
 	/* off-CPU counts are nanoseconds, not samples */
 	bool hits = ev->kind != BPF_BSTACK_EVENT_OFFCPU;
+	bool plausible = count_plausible(c, cnt);
 	u64 n = 0, i, copies = 1;
 	int err;
 
@@ -1195,15 +1196,15 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	 * Otherwise the weight says how many samples the record stands for
 	 * (perf report counts them so with symbol_conf.weight_is_nr_samples).
 	 */
-	if (c->one_per_sample && hits && count_plausible(c, cnt) &&
+	if (c->one_per_sample && hits && plausible &&
 	    cnt->count <= BSTACK_EXPAND_MAX && c->expanded + cnt->count <= BSTACK_EXPAND_TOTAL) {
 		copies = cnt->count;
 		sample.period = 1;
 		c->expanded += copies;
 	} else if (hits && cnt->count > 1) {
-		if (count_plausible(c, cnt))
+		if (plausible)
 			sample.weight = cnt->count;
-		if (c->one_per_sample || !count_plausible(c, cnt))
+		if (c->one_per_sample || !plausible)
 			c->sum->nr_weighted++;
 	}
 	c->event->header.type = PERF_RECORD_SAMPLE;
