@@ -72,20 +72,17 @@ def report_cpu(cmd):
 
 
 def nr_samples(report_cmd):
-    """samples of a report, summed from its -n column"""
-    r = sh(report_cmd + ["--stdio", "--no-children", "-n", "-g", "none", "--sort", "comm",
-                        "-q"])
+    """samples of a report, summed from its -n column; and the report's text"""
+    r = sh(report_cmd + ["--stdio", "--no-children", "-n", "-g", "none", "--sort", "comm"])
     return sum(int(f[1]) for f in (line.split() for line in r.stdout.splitlines())
-               if len(f) >= 3 and f[1].isdigit())
+               if len(f) >= 3 and f[1].isdigit()), r.stdout
 
 
 def samples(files):
-    """samples in each file, and the counts (records) of the bstack one"""
-    r = sh([PERF, "bstack", "report", "--stdio", "-i", files["bstack"], "-g", "none",
-            "--sort", "comm"])
-    m = re.search(r"# bstack: \d+ samples in (\d+) counts", r.stdout)
-    return (nr_samples([PERF, "bstack", "report", "-i", files["bstack"]]),
-            int(m.group(1)) if m else 0), nr_samples([PERF, "report", "-i", files["record"]])
+    """samples in each file, and the counts (records) of the bstack one, from its summary"""
+    n, text = nr_samples([PERF, "bstack", "report", "-i", files["bstack"]])
+    m = re.search(r"# bstack: \d+ samples in (\d+) counts", text)
+    return (n, int(m.group(1)) if m else 0), nr_samples([PERF, "report", "-i", files["record"]])[0]
 
 
 def measure(files, repeats):
@@ -102,8 +99,9 @@ def write_results(path, opts, rows):
     w = ["## Report time\n",
          "`python3 bench/report_time.py --seconds %d --repeats %d`: profiles recorded "
          "system-wide at 999 Hz by `perf bstack record -a` and `perf record -a -g` "
-         "watching the same run: \"steady\" is %d s of a perl and a python3 loop (Debian's, "
-         "without frame pointers) running all along, \"churn\" %d s of bench/stress.py's fork/exec and dlopen() loop. "
+         "watching the same run: \"steady\" is %d s of a perl and a python3 loop "
+         "(Debian's, without frame pointers) running all along, \"churn\" %d s of "
+         "bench/stress.py's fork/exec and dlopen() loop. "
          "CPU time (user + system) of `perf bstack report --stdio` and of `perf report "
          "--stdio` of the perf record file, medians of %d interleaved runs. bstack report "
          "hands perf report one record per task and stack, its weight the samples it "
