@@ -604,6 +604,38 @@ static int config_cfi(struct bpf_bstack *b)
 	return 0;
 }
 
+static bool has_event_kind(struct bpf_bstack *b, u32 kind)
+{
+	int i;
+
+	for (i = 0; i < b->nr_events; i++)
+		if (b->events[i].kind == kind)
+			return true;
+	return false;
+}
+
+/*
+ * Each program has its own copy of the stack walk, which the verifier
+ * checks at every load: load only those that have events to run for.
+ * sched_switch runs for every task switch: only with --off-cpu.
+ */
+static void config_programs(struct bpf_bstack *b)
+{
+	struct {
+		struct bpf_program *prog;
+		u32 kind;
+	} progs[] = {
+		{ b->skel->progs.on_sample, BPF_BSTACK_EVENT_SAMPLE },
+		{ b->skel->progs.on_tracepoint, BPF_BSTACK_EVENT_TRACEPOINT },
+		{ b->skel->progs.on_uprobe, BPF_BSTACK_EVENT_UPROBE },
+		{ b->skel->progs.on_switch, BPF_BSTACK_EVENT_OFFCPU },
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(progs); i++)
+		bpf_program__set_autoload(progs[i].prog, has_event_kind(b, progs[i].kind));
+}
+
 static int config_skel(struct bpf_bstack *b, struct target *target)
 {
 	struct bpf_bstack_opts *o = &b->opts;
@@ -624,8 +656,7 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 	for (i = 0; i < b->nr_events; i++)
 		if (b->events[i].kind == BPF_BSTACK_EVENT_OFFCPU)
 			b->skel->rodata->offcpu_event = i;
-	/* sched_switch runs for every task switch: only when asked for */
-	bpf_program__set_autoload(b->skel->progs.on_switch, o->off_cpu);
+	config_programs(b);
 
 	b->skel->rodata->user_stack = !o->kernel_only;
 	b->skel->rodata->user_build_id = !o->ip_stacks;

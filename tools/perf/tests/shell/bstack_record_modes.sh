@@ -187,6 +187,38 @@ test_drain_before_full() {
 	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
 }
 
+# the BPF programs perf holds while recording: "TYPE COUNT" per bpf_prog_type
+loaded_programs() {
+	local out=$1 pid _
+
+	shift
+	rm -f "$tmp/started"
+	$perf bstack record -q -o "$out" "$@" -- sh -c "touch $tmp/started; sleep 1" \
+		> /dev/null 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do
+		[ -e "$tmp/started" ] && break
+		sleep 0.1
+	done
+	grep -h '^prog_type:' /proc/$pid/fdinfo/* 2> /dev/null |
+		awk '{ n[$2]++ } END { for (t in n) print t, n[t] }'
+	wait $pid
+}
+
+test_programs_loaded() {
+	echo "only the BPF programs with events to run for are loaded"
+	# bpf_prog_type: 2 kprobe/uprobe, 5 tracepoint, 7 perf_event
+	loaded_programs "$tmp/progs.data" > "$tmp/progs.sample"
+	grep -qx '7 1' "$tmp/progs.sample" || fail "sampling: no perf_event program"
+	grep -q '^5 ' "$tmp/progs.sample" && fail "sampling: a tracepoint program"
+	# dlopen()'s, for the unwind tables; none for --uprobe
+	grep -qx '2 1' "$tmp/progs.sample" ||
+		fail "sampling: uprobe programs: $(grep '^2 ' "$tmp/progs.sample")"
+	loaded_programs "$tmp/progs.data" -e sched:sched_process_fork > "$tmp/progs.tp"
+	grep -qx '5 1' "$tmp/progs.tp" || fail "tracepoint: no tracepoint program"
+	grep -q '^7 ' "$tmp/progs.tp" && fail "tracepoint: a perf_event program"
+}
+
 test_signal() {
 	echo "SIG$1 mid-run leaves a complete perf.data"
 	$perf bstack record -q -a -o "$tmp/sig.data" 2> "$tmp/sig.err" &
@@ -311,6 +343,7 @@ test_pid_target
 test_stack_kinds
 test_full_maps
 test_drain_before_full
+test_programs_loaded
 test_signal INT
 test_signal TERM
 test_sigkill
