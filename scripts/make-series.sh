@@ -113,7 +113,7 @@ for c in $(git -C "$git_tree" rev-list --reverse "$base"..HEAD); do
 	git -C "$bisect_tree" checkout -q -f "$c"
 	echo "== $nr $subject ($(($(date +%s) - start)) s)" >> "$bisect_log"
 	if ! make -C "$bisect_tree/tools/perf" O="$bisect_out" NO_LIBPYTHON=1 NO_LIBPERL=1 \
-			-j"$(nproc)" >> "$bisect_log" 2>&1; then
+			NO_LIBLLVM=1 -j"$(nproc)" >> "$bisect_log" 2>&1; then
 		tail -n 20 "$bisect_log"
 		echo "error: perf does not build at commit $nr, $subject" >&2
 		exit 1
