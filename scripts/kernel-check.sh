@@ -24,7 +24,8 @@
 #   KERNEL_TEST_REPEAT=N     run the perf tests N times in each guest
 #   KERNEL_COST=0            no cost runs (KERNEL_COST_SCALE: work per run,
 #                            times bench/'s smoke sizes; KERNEL_COST_REPEATS);
-#                            they boot each kernel once more, under -icount
+#                            they boot each kernel once more, under -icount;
+#                            KERNEL_COST=only: the cost runs alone
 #
 # The kernels come from Debian's linux-source-6.12 with patches/kernel/*.patch
 # and our kernel/ files laid over it, configured as tinyconfig plus
@@ -292,12 +293,13 @@ write_results() {
 		echo "and one with patches/kernel, each under TCG with -icount shift=0: the"
 		echo "guest's clock counts instructions (1 ns each), so that the load of the"
 		echo "host does not move it; memory and cache latencies are not counted. BPF"
-		echo "ns per sample (kernel.bpf_stats_enabled, medians of $cost_repeats interleaved"
-		echo "runs, work $cost_scale × bench/'s smoke sizes) of perf bstack record, user"
-		echo "stacks as build-id + offset, and of the same program with --ip-stacks"
-		echo "(plain IPs); the ratio is the median of the ratios of the two runs of"
-		echo "each repeat. Target: patched ratio ≤ 1.30×. \"IP\" is the share of user"
-		echo "frames the kernel gave as IPs, without a build-id."
+		echo "ns per sample (kernel.bpf_stats_enabled, medians of $cost_repeats runs, work"
+		echo "$cost_scale × bench/'s smoke sizes) of perf bstack record, user stacks as"
+		echo "build-id + offset, and of the same program with --ip-stacks (plain IPs),"
+		echo "the two recorders watching the same run (-p); the ratio is the median of"
+		echo "the ratios of the two recorders of a run. Target: patched ratio ≤ 1.30×."
+		echo "\"IP\" is the share of user frames the kernel gave as IPs, without a"
+		echo "build-id."
 		echo
 		echo "| workload | unpatched build-id | plain | ratio | IP | patched build-id | plain | ratio | IP |"
 		echo "|---|---|---|---|---|---|---|---|---|"
@@ -326,20 +328,22 @@ unpatched=$(kernel_dir /nonexistent)
 # the workloads of the cost runs, built here: the guest's root is read-only
 make -s -C "$top/bench/workloads" OUT="$build/bench"
 
-if boot "$patched" "$build/guest-patched" 0 1 "$@"; then
+if [ "$cost" = only ]; then
+	:
+elif boot "$patched" "$build/guest-patched" 0 1 "$@"; then
 	check "patched kernel: its recording reported on another kernel" \
 		report_elsewhere "$build/guest-patched/guest.data" "$patched/vmlinux"
 	check "patched kernel: its module frames reported on another kernel" \
 		report_module_elsewhere "$build/guest-patched/kmod.data" "$patched/bstack_testmod.ko"
 fi
-boot "$unpatched" "$build/guest-unpatched" 0 0 'kernel frames' || true
-if [ "$cost" = 1 ]; then
+[ "$cost" = only ] || boot "$unpatched" "$build/guest-unpatched" 0 0 'kernel frames' || true
+if [ "$cost" != 0 ]; then
 	boot "$patched" "$build/cost-patched" 1 0 &&
 		check "patched kernel: cost run" cost_ok "$build/cost-patched"
 	boot "$unpatched" "$build/cost-unpatched" 1 0 &&
 		check "unpatched kernel: cost run" cost_ok "$build/cost-unpatched"
 fi
-if [ "$cost" = 1 ] && [ -f "$build/cost-unpatched/cost.txt" ] &&
+if [ "$cost" != 0 ] && [ -f "$build/cost-unpatched/cost.txt" ] &&
    [ -f "$build/cost-patched/cost.txt" ]; then
 	write_results "$build/cost-unpatched" "$build/cost-patched"
 	sed -n '/^| workload/,$p' "$results"
