@@ -19,7 +19,7 @@ PERF_OUT  := $(BUILD)/perf
 # (exec path, tips) under the prefix it was built with
 prefix    ?= /usr/local
 # without libLLVM (disassembly and source lines fall back to capstone,
-# objdump and addr2line): relocating it took 70 ms of CPU at every start
+# objdump and addr2line): loading it took 60 ms of CPU at every start
 # of perf, a sixth of recording 'true' with perf bstack record
 PERF_MAKE := NO_LIBPERL=1 NO_LIBLLVM=1 prefix=$(prefix) $(PERF_EXTRA)
 JOBS      ?= $(shell nproc)
