@@ -328,9 +328,7 @@ unpatched=$(kernel_dir /nonexistent)
 # the workloads of the cost runs, built here: the guest's root is read-only
 make -s -C "$top/bench/workloads" OUT="$build/bench"
 
-if [ "$cost" = only ]; then
-	:
-elif boot "$patched" "$build/guest-patched" 0 1 "$@"; then
+if [ "$cost" != only ] && boot "$patched" "$build/guest-patched" 0 1 "$@"; then
 	check "patched kernel: its recording reported on another kernel" \
 		report_elsewhere "$build/guest-patched/guest.data" "$patched/vmlinux"
 	check "patched kernel: its module frames reported on another kernel" \
