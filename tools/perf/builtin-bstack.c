@@ -20,6 +20,7 @@
 #include "util/bstack-pprof.h"
 #include "util/addr_location.h"
 #include "util/callchain.h"
+#include "util/config.h"
 #include "util/data.h"
 #include "util/dso.h"
 #include "util/hashmap.h"
@@ -336,7 +337,8 @@ out:
  * Convert into a file that is already unlinked: nothing is left behind,
  * whatever ends the report, and perf report opens it by /proc/self/fd.
  */
-static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t size)
+static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t size,
+			   unsigned int flags)
 {
 	char tmpl[PATH_MAX];
 	const char *dir = getenv("TMPDIR");
@@ -351,7 +353,7 @@ static int convert_to_temp(struct bpf_bstack_summary *sum, char *path, size_t si
 	}
 	close(fd);
 	err = bpf_bstack__convert(input_name ?: "perf.data", tmpl, force, report_events,
-				  report_hosts, false, sum);
+				  report_hosts, flags, sum);
 	if (err) {
 		unlink(tmpl);
 		return err;
@@ -372,6 +374,95 @@ static bool has_arg(int argc, const char **argv, const char *a, const char *b)
 		if (!strcmp(argv[i], a) || (b && !strcmp(argv[i], b)))
 			return true;
 	return false;
+}
+
+/*
+ * The perf report options under which the tasks of one comm are one: no
+ * sort key, filter or view of theirs sets one task apart (pid, tid, time,
+ * the TUI's thread zoom and scripts), so their counts may be merged.
+ * -s and -F are looked at key by key; any other option keeps every task.
+ */
+static const char * const task_blind_options[] = {
+	"--stdio", "--stdio2", "-q", "--quiet", "-v", "--verbose", "-f", "--force",
+	"-n", "--show-nr-samples", "--show-total-period", "--children", "--no-children",
+	"-g", "--call-graph", "-G", "--inverted", "--max-stack", "--percent-limit",
+	"--percentage", "--percent-type", "-x", "--exclude-other", "-U",
+	"--hide-unresolved", "-c", "--comms", "-d", "--dsos", "-S", "--symbols",
+	"-p", "--parent", "-k", "--vmlinux", "--kallsyms", "--symfs", "--no-demangle",
+	"--demangle-kernel", "--full-source-path", "--header", "-I", "--show-info",
+	"--stdio-color", "-t", "--field-separator", "-w", "--column-widths",
+	"-s", "--sort", "-F", "--fields",
+};
+
+static const char * const task_blind_keys[] = {
+	"comm", "dso", "sym", "parent", "cpu", "socket", "srcline", "srcfile", "dso_size",
+	"overhead", "overhead_sys", "overhead_us", "overhead_children", "sample", "period",
+};
+
+static bool in_list(const char *s, size_t len, const char * const *list, size_t nr)
+{
+	size_t i;
+
+	for (i = 0; i < nr; i++)
+		if (strlen(list[i]) == len && !strncmp(s, list[i], len))
+			return true;
+	return false;
+}
+
+/* -s or -F keys, "+key" and "key1,key2" alike */
+static bool keys_task_blind(const char *keys)
+{
+	while (*keys) {
+		size_t len;
+
+		keys += strspn(keys, "+, \t");
+		len = strcspn(keys, ", \t");
+		if (len && !in_list(keys, len, task_blind_keys, ARRAY_SIZE(task_blind_keys)))
+			return false;
+		keys += len;
+	}
+	return true;
+}
+
+static int sort_order_config(const char *var, const char *value, void *data)
+{
+	bool *blind = data;
+
+	if (!strcmp(var, "report.sort_order") && value && !keys_task_blind(value))
+		*blind = false;
+	return 0;
+}
+
+static bool report_task_blind(int argc, const char **argv)
+{
+	bool blind = true, keys_next = false;
+	int i;
+
+	perf_config(sort_order_config, &blind);
+	for (i = 0; i < argc && blind; i++) {
+		const char *a = argv[i];
+		size_t len = strcspn(a, "=");
+
+		if (a[0] != '-') {	/* the value of the option before */
+			blind = !keys_next || keys_task_blind(a);
+			keys_next = false;
+			continue;
+		}
+		keys_next = false;
+		/* a short option's value may follow it: -scomm,sym, -gcaller */
+		if (a[1] && a[1] != '-' && a[2] && strchr("sFgkcdSptw", a[1]))
+			len = 2;
+		if (!in_list(a, len, task_blind_options, ARRAY_SIZE(task_blind_options)))
+			return false;
+		if (!strncmp(a, "-s", len) || !strncmp(a, "--sort", len) ||
+		    !strncmp(a, "-F", len) || !strncmp(a, "--fields", len)) {
+			if (a[len])
+				blind = keys_task_blind(a + len + (a[len] == '='));
+			else
+				keys_next = true;
+		}
+	}
+	return blind;
 }
 
 /* -k/--vmlinux or --kallsyms, passed on to perf report: the kernel's symbols */
@@ -836,6 +927,22 @@ static int parse_folded_options(int argc, const char **argv)
 	return 0;
 }
 
+/*
+ * Counts of tasks alike go into one sample where nothing shown tells the
+ * tasks apart: --folded and --flamegraph, which go by comm, and perf
+ * report in text with options that do not (report_task_blind()).  pprof
+ * has a pid label, and the TUI zooms into threads.
+ */
+static bool report_merges_tasks(int argc, const char **argv)
+{
+	if (report_folded || report_flamegraph)
+		return true;
+	if (report_pprof)
+		return false;
+	return (has_arg(argc, argv, "--stdio", NULL) || !isatty(STDOUT_FILENO)) &&
+	       report_task_blind(argc, argv);
+}
+
 /* perf bstack report: perf report over the converted stacks */
 static int bstack_report(int argc, const char **argv)
 {
@@ -861,7 +968,8 @@ static int bstack_report(int argc, const char **argv)
 	 * A sample per count, resolved and added to the hists once; its weight
 	 * is the number of samples it stands for, as perf report counts them.
 	 */
-	fd = convert_to_temp(&sum, path, sizeof(path));
+	fd = convert_to_temp(&sum, path, sizeof(path), report_merges_tasks(argc, argv) ?
+			     BPF_BSTACK_CONVERT_MERGE_TASKS : 0);
 	if (fd < 0)
 		return fd;
 
@@ -917,7 +1025,7 @@ static int bstack_inject(const char *output)
 		return -EINVAL;
 	}
 	err = bpf_bstack__convert(input_name ?: "perf.data", output, force, NULL, NULL,
-				  !inject_aggregate, &sum);
+				  inject_aggregate ? 0 : BPF_BSTACK_CONVERT_PER_SAMPLE, &sum);
 	if (!err && verbose >= 0)
 		bpf_bstack__summary_fprintf(&sum, stderr);
 	bpf_bstack__summary_exit(&sum);

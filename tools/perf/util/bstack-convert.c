@@ -146,6 +146,9 @@ struct bstack_conv {
 	struct strlist			*wanted;	/* --event, NULL: all */
 	struct strlist			*wanted_hosts;	/* --host, NULL: all */
 	bool				one_per_sample;	/* not a sample per count */
+	bool				merge_tasks;	/* tasks alike in one sample */
+	u32				*rec_counts_of;	/* of each count: see merge_tasks() */
+	u32				rec_counts;	/* counts the record written stands for */
 	u64				expanded;	/* samples written for counts */
 	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
 	struct build_id			kernel_bid;	/* of the kernel they were taken in */
@@ -676,7 +679,7 @@ static struct bstack_slot *ip_frame_slot(struct bstack_conv *c,
 	if (h)
 		rec = map_during(h, ip, cnt->first_ns, cnt->last_ns, &ambiguous);
 	if (ambiguous) {
-		c->sum->nr_ip_ambiguous++;
+		c->sum->nr_ip_ambiguous += c->rec_counts;
 		return NULL;
 	}
 	/* anonymous memory (JIT code): perf record may have placed an image there since */
@@ -707,29 +710,29 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 	u64 offset = f->offset;
 
 	if (f->status == BPF_STACK_BUILD_ID_VALID) {
-		sum->nr_valid_frames++;
+		sum->nr_valid_frames += c->rec_counts;
 		slot = slot_for_build_id(c, f->build_id);
 	} else {
 		/* the kernel could not read the build-id: try the recorded maps */
-		sum->nr_ip_frames++;
+		sum->nr_ip_frames += c->rec_counts;
 		slot = ip_frame_slot(c, cnt, f->offset, &offset);
 		if (!slot) {
 			/* keep the address, unless it would land in a synthetic map */
-			sum->nr_unknown_frames++;
+			sum->nr_unknown_frames += c->rec_counts;
 			if (f->offset >= SLOT_BASE && f->offset < SLOT_BASE + MAX_SLOTS * SLOT_SIZE)
 				return UNKNOWN_IP;
 			return f->offset;
 		}
-		sum->nr_ip_resolved++;
+		sum->nr_ip_resolved += c->rec_counts;
 	}
 	if (!slot || !slot->dso) {
-		sum->nr_unknown_frames++;
+		sum->nr_unknown_frames += c->rec_counts;
 		return UNKNOWN_IP;
 	}
 	/* an IP frame's offset is within the map it was found in */
 	if (offset >= (f->status == BPF_STACK_BUILD_ID_VALID ? slot->limit : SLOT_SIZE)) {
 		/* a return address below the mapping comes back VALID with a huge offset */
-		sum->nr_bogus_frames++;
+		sum->nr_bogus_frames += c->rec_counts;
 		return UNKNOWN_IP;
 	}
 	if (write_mmap(c, slot, cnt->pid, cnt->last_ns))
@@ -750,13 +753,13 @@ static u64 kmod_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame *f
 	struct bpf_bstack_summary *sum = c->sum;
 	struct map *map;
 
-	sum->nr_kern_module_frames++;
+	sum->nr_kern_module_frames += c->rec_counts;
 	if (!hashmap__find(c->kmods, bpf_bstack__bid_key(f->build_id), &map) || !map) {
-		sum->nr_kern_unplaced_frames++;
+		sum->nr_kern_unplaced_frames += c->rec_counts;
 		return UNKNOWN_IP;
 	}
 	if (f->offset >= map__size(map)) {
-		sum->nr_kern_bogus_frames++;
+		sum->nr_kern_bogus_frames += c->rec_counts;
 		return UNKNOWN_IP;
 	}
 	return map__start(map) + f->offset;
@@ -773,11 +776,11 @@ static u64 kernel_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame 
 
 	if (f->status != BPF_STACK_BUILD_ID_VALID)
 		return f->offset;	/* an IP: a BPF program, a trampoline */
-	sum->nr_kern_bid_frames++;
+	sum->nr_kern_bid_frames += c->rec_counts;
 	if (!is_kernel_bid(c, f->build_id))
 		return kmod_frame_ip(c, f);
 	if (f->offset >= c->kernel_len) {
-		sum->nr_kern_bogus_frames++;
+		sum->nr_kern_bogus_frames += c->rec_counts;
 		return UNKNOWN_IP;
 	}
 	return c->kernel_text + f->offset;
@@ -1114,7 +1117,7 @@ static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u3
 	if (!id)
 		return NULL;
 	if (!hashmap__find(c->stacks, id, &stack) || !kinds_match(kind, stack->kind)) {
-		c->sum->nr_missing_stacks++;
+		c->sum->nr_missing_stacks += c->rec_counts;
 		return NULL;
 	}
 	return stack;
@@ -1205,7 +1208,7 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 		if (plausible)
 			sample.weight = cnt->count;
 		if (c->one_per_sample || !plausible)
-			c->sum->nr_weighted++;
+			c->sum->nr_weighted += c->rec_counts;
 	}
 	c->event->header.type = PERF_RECORD_SAMPLE;
 	c->event->header.misc = kstack ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
@@ -1213,10 +1216,106 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	perf_event__synthesize_sample(c->event, OUT_SAMPLE_TYPES, 0, &sample);
 	if (hits)
 		c->sum->nr_samples += cnt->count;
-	c->sum->nr_counts++;
+	c->sum->nr_counts += c->rec_counts;
 	for (i = 0; i < copies && !err; i++)
 		err = write_out(c, c->event, c->event->header.size);
 	return err;
+}
+
+/*
+ * Counts a report tells apart by nothing but their task: the same comm,
+ * machine, CPU, event and stacks, each user frame a build-id one.  An IP
+ * frame is not alike in two processes: the same address may be other code.
+ */
+static bool count_mergeable(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
+{
+	struct bpf_bstack_rec_stack *stack;
+	const struct bpf_bstack_frame *f;
+	u32 i;
+
+	if (!count_plausible(c, cnt) || !c->sum->event[cnt->event].id)
+		return false;
+	/* a count missing a stack is written (and counted) on its own */
+	if (cnt->kern_stack && (!hashmap__find(c->stacks, cnt->kern_stack, &stack) ||
+				!kinds_match(BPF_BSTACK_STACK_KERNEL, stack->kind)))
+		return false;
+	if (!cnt->user_stack)
+		return true;
+	if (!hashmap__find(c->stacks, cnt->user_stack, &stack) ||
+	    stack->kind != BPF_BSTACK_STACK_USER)
+		return false;
+	f = bpf_bstack__user_frames(stack);
+	for (i = 0; i < stack->nr; i++)
+		if (f[i].status != BPF_STACK_BUILD_ID_VALID)
+			return false;
+	return true;
+}
+
+/* keys are indexes in c->counts */
+static size_t count_alike_hash(long key, void *ctx)
+{
+	const struct bpf_bstack_rec_count *cnt = &((struct bstack_conv *)ctx)->counts[key];
+	size_t h = cnt->user_stack * 31 + cnt->kern_stack;
+	size_t i;
+
+	h = h * 31 + ((u64)cnt->cpu << 32 | cnt->event);
+	h = h * 31 + bpf_bstack__host_of(cnt->pid);
+	for (i = 0; i < sizeof(cnt->comm) && cnt->comm[i]; i++)
+		h = h * 31 + cnt->comm[i];
+	return h;
+}
+
+static bool count_alike_equal(long a, long b, void *ctx)
+{
+	const struct bpf_bstack_rec_count *x = &((struct bstack_conv *)ctx)->counts[a];
+	const struct bpf_bstack_rec_count *y = &((struct bstack_conv *)ctx)->counts[b];
+
+	return x->user_stack == y->user_stack && x->kern_stack == y->kern_stack &&
+	       x->cpu == y->cpu && x->event == y->event &&
+	       bpf_bstack__host_of(x->pid) == bpf_bstack__host_of(y->pid) &&
+	       !strncmp(x->comm, y->comm, sizeof(x->comm));
+}
+
+/*
+ * With merge_tasks, the counts alike of many tasks go into the first one,
+ * in time order: perf report puts them in one entry all the same, after
+ * setting up each task and adding each one's call chain, which for the
+ * thousands of short-lived processes of a busy machine is most of its
+ * time.  rec_counts_of[] says how many counts each one stands for: 0 for
+ * one merged into another.
+ */
+static int merge_tasks(struct bstack_conv *c)
+{
+	struct hashmap *first = hashmap__new(count_alike_hash, count_alike_equal, c);
+	size_t i, merged = 0;
+
+	c->rec_counts_of = calloc(c->nr_counts, sizeof(*c->rec_counts_of));
+	if (IS_ERR(first) || !c->rec_counts_of) {
+		if (!IS_ERR(first))
+			hashmap__free(first);
+		return -ENOMEM;
+	}
+	for (i = 0; i < c->nr_counts; i++) {
+		struct bpf_bstack_rec_count *cnt = &c->counts[i];
+		long to;
+
+		c->rec_counts_of[i] = 1;
+		if (!count_mergeable(c, cnt))
+			continue;
+		if (!hashmap__find(first, (long)i, &to)) {
+			if (hashmap__add(first, (long)i, (long)i))
+				break;
+			continue;
+		}
+		c->counts[to].count += cnt->count;
+		c->rec_counts_of[to] += c->rec_counts_of[i];
+		c->rec_counts_of[i] = 0;
+		merged++;
+	}
+	pr_debug("%zu counts of tasks alike merged, %zu samples written\n", merged,
+		 c->nr_counts - merged);
+	hashmap__free(first);
+	return i < c->nr_counts ? -ENOMEM : 0;
 }
 
 /* In the order of their samples' time, last_ns */
@@ -1510,10 +1609,16 @@ static int write_output(struct bstack_conv *c, const char *output)
 
 	if (c->nr_counts)	/* qsort() must not see the NULL of no counts */
 		qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_last_ns);
+	if (c->merge_tasks && c->nr_counts) {
+		err = merge_tasks(c);
+		if (err)
+			goto out;
+	}
 	for (i = 0; i < c->nr_counts && !c->err; i++) {
 		const struct bpf_bstack_rec_count *cnt = &c->counts[i];
 
-		err = write_count(c, cnt);
+		c->rec_counts = c->rec_counts_of ? c->rec_counts_of[i] : 1;
+		err = c->rec_counts ? write_count(c, cnt) : 0;
 		if (err)
 			goto out;
 		if (!c->evlist->first_sample_time || cnt->last_ns < c->evlist->first_sample_time)
@@ -1595,6 +1700,7 @@ static void conv_free(struct bstack_conv *c)
 	strlist__delete(c->wanted_hosts);
 	evlist__delete(c->evlist);
 	free(c->counts);
+	free(c->rec_counts_of);
 	free(c->chain);
 	free(c->event);
 	free(c->out);
@@ -1623,7 +1729,7 @@ static int check_size(struct perf_session *session, const char *input)
 }
 
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			const char *events, const char *hosts, bool one_per_sample,
+			const char *events, const char *hosts, unsigned int flags,
 			struct bpf_bstack_summary *sum)
 {
 	struct perf_data data = {
@@ -1631,7 +1737,13 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 		.mode	= PERF_DATA_MODE_READ,
 		.force	= force,
 	};
-	struct bstack_conv c = { .sum = sum, .fd = -1, .one_per_sample = one_per_sample, };
+	struct bstack_conv c = {
+		.sum		= sum,
+		.fd		= -1,
+		.one_per_sample	= flags & BPF_BSTACK_CONVERT_PER_SAMPLE,
+		.merge_tasks	= flags & BPF_BSTACK_CONVERT_MERGE_TASKS,
+		.rec_counts	= 1,
+	};
 	int err;
 
 	memset(sum, 0, sizeof(*sum));

@@ -111,14 +111,21 @@ struct bpf_bstack_summary {
 	u32		nr_hosts;
 };
 
+/* How bpf_bstack__convert() writes the counts */
+enum bpf_bstack_convert_flags {
+	/* a sample of period 1 per sample or hit (off-CPU counts keep their period) */
+	BPF_BSTACK_CONVERT_PER_SAMPLE	= 1 << 0,
+	/* the counts of tasks alike as one sample: for readers that tell them apart by comm */
+	BPF_BSTACK_CONVERT_MERGE_TASKS	= 1 << 1,
+};
+
 /*
  * Convert input into a perf.data of resolved callchains at output: a
  * sample per count, of the count's period and with the number of samples
- * or hits it stands for as its weight, or with one_per_sample, a sample of
- * period 1 per sample or hit (off-CPU counts keep their period).
+ * or hits it stands for as its weight, unless flags say otherwise.
  */
 int bpf_bstack__convert(const char *input, const char *output, bool force,
-			const char *events, const char *hosts, bool one_per_sample,
+			const char *events, const char *hosts, unsigned int flags,
 			struct bpf_bstack_summary *sum);
 /* Write the recordings of inputs, of many machines, as one at output */
 int bpf_bstack__merge(const char **inputs, int nr, const char *output, bool force);

@@ -162,6 +162,41 @@ test_comms() {
 	done
 }
 
+# perf report shows the tasks of one comm as one entry, unless a sort key
+# or view sets them apart: the many bstack_child processes, which have the
+# same stacks, are one sample per stack for such a report, and what it
+# shows is what perf report shows of a sample per sample.
+report_view() {
+	grep -v '^#' | grep -v '^$' | sed 's/|/ /g' | sort
+}
+
+test_tasks_merged() {
+	echo "the counts of tasks alike are one sample where the report tells no task apart"
+	perf --buildid-dir "$cache" bstack inject -i "$data" -o "$tmp/inject.data" 2> /dev/null ||
+		{ fail "inject"; return; }
+	perf --buildid-dir "$cache" bstack report -v -i "$data" --stdio --sort comm,dso,sym \
+		> /dev/null 2> "$tmp/merged.err"
+	merged=$(sed -n 's/.* \([0-9]*\) counts of tasks alike merged.*/\1/p' "$tmp/merged.err")
+	[ "${merged:-0}" -gt 0 ] || fail "no counts merged"
+	for g in none caller; do
+		# -v would add symbol addresses: not the same view
+		perf --buildid-dir "$cache" bstack report -i "$data" --stdio -n \
+			--sort comm,dso,sym -g $g 2> /dev/null | report_view > "$tmp/merged.view"
+		perf --buildid-dir "$cache" report -i "$tmp/inject.data" --stdio -n \
+			--sort comm,dso,sym -g $g 2> /dev/null |
+			report_view > "$tmp/per-sample.view"
+		grep -q bstack_child "$tmp/merged.view" || fail "report -g $g: no bstack_child"
+		cmp -s "$tmp/merged.view" "$tmp/per-sample.view" ||
+			fail "report -g $g of merged counts differs from a sample per sample"
+	done
+	echo "  ${merged:-0} counts merged"
+	perf --buildid-dir "$cache" bstack report -v -i "$data" --stdio --sort pid -g none \
+		> "$tmp/pid.report" 2> "$tmp/pid.err"
+	! grep -q 'counts of tasks alike merged' "$tmp/pid.err" || fail "merged for --sort pid"
+	n=$(grep -c 'bstack_child' "$tmp/pid.report")
+	[ "$n" -gt 1 ] || fail "--sort pid: $n bstack_child tasks"
+}
+
 test_lost() {
 	echo "lost counters are saved, and zero for this workload"
 	stats=$(grep '^STATS ' "$tmp/script" | tail -n 1)
@@ -190,6 +225,7 @@ test_offsets
 test_reloaded_library "" 10
 test_reloaded_library --ip-stacks 0
 test_comms
+test_tasks_merged
 test_lost
 
 [ $err = 0 ] && echo "perf bstack record test [Success]"
