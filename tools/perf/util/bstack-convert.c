@@ -27,7 +27,6 @@
 #include <internal/lib.h>
 #include <api/fs/fs.h>
 
-#include "util/addr_location.h"
 #include "util/bstack-jit.h"
 #include "util/bstack.h"
 #include "util/build-id.h"
@@ -48,7 +47,6 @@
 #include "util/strlist.h"
 #include "util/symbol.h"
 #include "util/synthetic-events.h"
-#include "util/thread.h"
 #include "util/util.h"
 #include "util/tool.h"
 #include "bpf_skel/bstack.h"
@@ -108,20 +106,26 @@ struct bstack_slot {
  * The user maps of a process in the order perf record saw them.  An IP frame
  * (the kernel could not read the build-id) is resolved through the map its
  * process had when it was sampled: after a library was dlclose()d and
- * another one dlopen()ed at its address, perf's maps of the thread only
- * know the second one.
+ * another one dlopen()ed at its address, the last maps of the process only
+ * know the second one.  perf's threads and maps are not built for this:
+ * for a recording of thousands of short-lived processes, their namespaces,
+ * maps copied at each fork and vDSO lookups were most of the conversion.
  */
 struct bstack_map_rec {
 	u64		start;
 	u64		end;
 	u64		pgoff;
 	u64		time;
-	struct dso	*dso;
+	struct dso	*dso;		/* NULL: anonymous memory */
 };
 
 struct bstack_map_history {
 	struct bstack_map_rec	*rec;
 	size_t			nr, alloc;
+	u64			born;		/* its FORK's time; 0: before the recording */
+	u32			parent;		/* whose maps it had at the fork */
+	bool			forked;
+	struct bstack_map_history *prev;	/* an earlier process of the pid */
 };
 
 struct bstack_conv {
@@ -298,93 +302,213 @@ static struct bstack_map_history *map_history(struct bstack_conv *c, u32 pid, bo
 	return h;
 }
 
-/* Keep the user map perf just made of an MMAP or MMAP2 at start */
-static int note_map(struct bstack_conv *c, struct machine *machine, union perf_event *event,
-		    u32 pid, u32 tid, u64 start, u64 time)
+/* The process behind pid at time, of those it stood for */
+static struct bstack_map_history *history_at(struct bstack_conv *c, u32 pid, u64 time)
 {
-	struct bstack_map_history *h;
-	struct bstack_map_rec *rec;
-	struct addr_location al;
-	struct thread *thread;
-	int err = 0;
+	struct bstack_map_history *h = map_history(c, pid, /*create=*/false);
 
-	if ((event->header.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+	while (h && h->born > time)
+		h = h->prev;
+	return h;
+}
+
+/* A new process (not a thread): a new history for its pid, the old one kept */
+static int conv_fork(const struct perf_tool *tool, union perf_event *event,
+		     struct perf_sample *sample, struct machine *machine __maybe_unused)
+{
+	struct bstack_conv *c = container_of(tool, struct bstack_conv, tool);
+	struct bstack_map_history *h, *old = NULL;
+
+	if (event->fork.pid == event->fork.ppid)
 		return 0;
-	addr_location__init(&al);
-	thread = machine__find_thread(machine, pid, tid);
-	if (!thread || !thread__find_map(thread, PERF_RECORD_MISC_USER, start, &al) ||
-	    map__start(al.map) != start)
-		goto out;
-	h = map_history(c, pid, /*create=*/true);
-	if (h && h->nr == h->alloc) {
+	h = zalloc(sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->born = sample->time;
+	h->parent = event->fork.ppid;
+	h->forked = true;
+	if (hashmap__set(c->map_history, (long)event->fork.pid, h, NULL, &old)) {
+		free(h);
+		return -ENOMEM;
+	}
+	h->prev = old;
+	return 0;
+}
+
+/*
+ * The binary of a user map, as perf's map__new() finds it: by build-id
+ * where the MMAP2 has one, else by name and inode, taking the build-id
+ * the header has for that name.  Memory that is not a file has none.
+ */
+static struct dso *user_map_dso(struct machine *machine, const char *filename,
+				struct dso_id *id, struct build_id *bid)
+{
+	struct dso *dso, *header_dso;
+
+	if (filename[0] != '/' || is_anon_memory(filename) || is_no_dso_memory(filename)) {
+		/* [vdso] and the like: the header names them with their build-id */
+		dso = dsos__find(&machine->dsos, filename, false);
+		if (dso && !dso__has_build_id(dso))
+			dso__zput(dso);
+		return dso;
+	}
+	dso = machine__findnew_dso_id(machine, filename, id);
+	if (!dso)
+		return NULL;
+	if (bid) {
+		dso__set_build_id(dso, bid);
+		return dso;
+	}
+	header_dso = dsos__find(&machine->dsos, filename, false);
+	if (header_dso && dso__header_build_id(header_dso)) {
+		dso__set_build_id(dso, dso__bid(header_dso));
+		dso__set_header_build_id(dso, 1);
+	}
+	dso__put(header_dso);
+	return dso;
+}
+
+static struct bstack_map_rec *new_map_rec(struct bstack_map_history *h)
+{
+	if (h->nr == h->alloc) {
 		size_t n = h->alloc ? h->alloc * 2 : 16;
 		void *p = realloc(h->rec, n * sizeof(*h->rec));
 
-		if (p) {
-			h->rec = p;
-			h->alloc = n;
-		}
+		if (!p)
+			return NULL;
+		h->rec = p;
+		h->alloc = n;
 	}
-	if (!h || h->nr == h->alloc) {
-		err = -ENOMEM;
-		goto out;
-	}
-	rec = &h->rec[h->nr++];
-	rec->start = start;
-	rec->end = map__end(al.map);
-	rec->pgoff = map__pgoff(al.map);
-	rec->time = time;
-	rec->dso = dso__get(map__dso(al.map));
-out:
-	thread__put(thread);
-	addr_location__exit(&al);
-	return err;
+	return &h->rec[h->nr++];
 }
 
+/* Keep a user map of an MMAP or MMAP2 */
+static int note_map(struct bstack_conv *c, struct machine *machine, u32 pid, u64 start,
+		    u64 len, u64 pgoff, const char *filename, size_t max_len,
+		    struct dso_id *id, struct build_id *bid, u64 time)
+{
+	struct bstack_map_history *h;
+	struct bstack_map_rec *rec;
+
+	/* damage: a name that does not end in the record, a map that wraps around */
+	if (strnlen(filename, max_len) == max_len || start + len < start)
+		return 0;
+	h = map_history(c, pid, /*create=*/true);
+	rec = h ? new_map_rec(h) : NULL;
+	if (!rec)
+		return -ENOMEM;
+	rec->start = start;
+	rec->end = start + len;
+	rec->pgoff = pgoff;
+	rec->time = time;
+	rec->dso = user_map_dso(machine, filename, id, bid);
+	return 0;
+}
+
+static size_t filename_room(union perf_event *event, void *filename)
+{
+	size_t off = filename - (void *)event;
+
+	return event->header.size > off ? event->header.size - off : 0;
+}
+
+/* Kernel maps go to perf's machine, for the kernel and module maps written out */
 static int conv_mmap(const struct perf_tool *tool, union perf_event *event,
 		     struct perf_sample *sample, struct machine *machine)
 {
 	struct bstack_conv *c = container_of(tool, struct bstack_conv, tool);
-	int err = perf_event__process_mmap(tool, event, sample, machine);
+	struct perf_record_mmap *mm = &event->mmap;
 
-	return err ?: note_map(c, machine, event, event->mmap.pid, event->mmap.tid,
-			       event->mmap.start, sample->time);
+	if ((event->header.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+		return perf_event__process_mmap(tool, event, sample, machine);
+	return note_map(c, machine, mm->pid, mm->start, mm->len, mm->pgoff, mm->filename,
+			filename_room(event, mm->filename), NULL, NULL, sample->time);
 }
 
 static int conv_mmap2(const struct perf_tool *tool, union perf_event *event,
 		      struct perf_sample *sample, struct machine *machine)
 {
 	struct bstack_conv *c = container_of(tool, struct bstack_conv, tool);
-	int err = perf_event__process_mmap2(tool, event, sample, machine);
+	struct perf_record_mmap2 *mm = &event->mmap2;
+	struct dso_id id = {
+		.maj = mm->maj,
+		.min = mm->min,
+		.ino = mm->ino,
+		.ino_generation = mm->ino_generation,
+	};
+	struct build_id bid, *bidp = NULL;
 
-	return err ?: note_map(c, machine, event, event->mmap2.pid, event->mmap2.tid,
-			       event->mmap2.start, sample->time);
+	if ((event->header.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+		return perf_event__process_mmap2(tool, event, sample, machine);
+	if ((event->header.misc & PERF_RECORD_MISC_MMAP_BUILD_ID) &&
+	    mm->build_id_size <= BUILD_ID_SIZE) {
+		build_id__init(&bid, mm->build_id, mm->build_id_size);
+		bidp = &bid;
+	}
+	return note_map(c, machine, mm->pid, mm->start, mm->len, mm->pgoff, mm->filename,
+			filename_room(event, mm->filename), &id, bidp, sample->time);
 }
 
 /*
- * The map of ip that samples from first to last were in: the one in effect
- * at first, or one that came later (before last).  NULL for none, and for
- * several of different files (*ambiguous): the samples may be in any.
+ * The map of ip that samples from first to last were in, among the maps
+ * of h since lo: the one in effect at first, or one that came later
+ * (before last).  NULL for none, and for several of different files
+ * (*ambiguous): the samples may be in any.  *latest is the last map at ip
+ * whenever it came.
  */
 static const struct bstack_map_rec *map_during(const struct bstack_map_history *h, u64 ip,
-					       u64 first, u64 last, bool *ambiguous)
+					       u64 lo, u64 first, u64 last, bool *ambiguous,
+					       const struct bstack_map_rec **latest)
 {
 	const struct bstack_map_rec *found = NULL;
 	size_t i;
 
-	*ambiguous = false;
-	for (i = 0; i < h->nr && h->rec[i].time <= last; i++) {
+	for (i = 0; i < h->nr; i++) {
 		const struct bstack_map_rec *rec = &h->rec[i];
 
-		if (ip < rec->start || ip >= rec->end)
+		if (rec->time < lo || ip < rec->start || ip >= rec->end)
+			continue;
+		*latest = rec;
+		if (rec->time > last || *ambiguous)
 			continue;
 		if (rec->time > first && found && found->dso != rec->dso) {
 			*ambiguous = true;
-			return NULL;
+			found = NULL;
+			continue;
 		}
 		found = rec;
 	}
 	return found;
+}
+
+/* fork within fork: a loop of damaged FORK records ends here */
+#define MAX_FORK_DEPTH	16
+
+/*
+ * The map of ip in the process pid was from first to last: its own since
+ * its fork, or else one it had from its parent, as it was at the fork.
+ * As in perf's maps of a thread, an exec does not drop the parent's: until
+ * the exec returns, the user stack is still the old program's.  *latest:
+ * its own last map at ip.
+ */
+static const struct bstack_map_rec *user_map_at(struct bstack_conv *c, u32 pid, u64 ip,
+						u64 first, u64 last, bool *ambiguous,
+						const struct bstack_map_rec **latest)
+{
+	struct bstack_map_history *h = history_at(c, pid, first);
+	const struct bstack_map_rec *rec, *ignored = NULL;
+	int depth;
+
+	*ambiguous = false;
+	*latest = NULL;
+	for (depth = 0; h && depth < MAX_FORK_DEPTH; depth++) {
+		rec = map_during(h, ip, h->born, first, last, ambiguous, depth ? &ignored : latest);
+		if (rec || *ambiguous || !h->forked)
+			return rec;
+		first = last = h->born;
+		h = history_at(c, h->parent, h->born);
+	}
+	return NULL;
 }
 
 /* Output side */
@@ -669,36 +793,25 @@ static struct bstack_slot *ip_frame_slot(struct bstack_conv *c,
 					 const struct bpf_bstack_rec_count *cnt,
 					 u64 ip, u64 *offset)
 {
-	struct bstack_map_history *h = map_history(c, cnt->pid, /*create=*/false);
-	const struct bstack_map_rec *rec = NULL;
-	struct bstack_slot *slot = NULL;
-	struct addr_location al;
-	struct thread *thread;
-	bool ambiguous = false;
+	const struct bstack_map_rec *rec, *latest;
+	bool ambiguous;
 
-	if (h)
-		rec = map_during(h, ip, cnt->first_ns, cnt->last_ns, &ambiguous);
+	rec = user_map_at(c, cnt->pid, ip, cnt->first_ns, cnt->last_ns, &ambiguous, &latest);
 	if (ambiguous) {
 		c->sum->nr_ip_ambiguous += c->rec_counts;
 		return NULL;
 	}
-	/* anonymous memory (JIT code): perf record may have placed an image there since */
-	if (rec && dso__has_build_id(rec->dso)) {
+	if (rec && rec->dso && dso__has_build_id(rec->dso)) {
 		*offset = ip - rec->start + rec->pgoff;
 		return slot_for_build_id(c, dso__bid(rec->dso)->data);
 	}
-
-	addr_location__init(&al);
-	thread = machine__find_thread(&c->session->machines.host, cnt->pid, cnt->tid);
-	if (thread && thread__find_map(thread, PERF_RECORD_MISC_USER, ip, &al) &&
-	    dso__has_build_id(map__dso(al.map)) &&
-	    (!rec || strstarts(dso__long_name(map__dso(al.map)), BPF_BSTACK_JIT_PREFIX))) {
-		slot = slot_for_build_id(c, dso__bid(map__dso(al.map))->data);
-		*offset = al.addr;
+	/* anonymous memory (JIT code): perf record may have placed an image there since */
+	if (latest && latest->dso && dso__has_build_id(latest->dso) &&
+	    (!rec || strstarts(dso__long_name(latest->dso), BPF_BSTACK_JIT_PREFIX))) {
+		*offset = ip - latest->start + latest->pgoff;
+		return slot_for_build_id(c, dso__bid(latest->dso)->data);
 	}
-	thread__put(thread);
-	addr_location__exit(&al);
-	return slot;
+	return NULL;
 }
 
 /* A user frame as an address in the synthetic map of its binary */
@@ -1686,12 +1799,15 @@ static void conv_free(struct bstack_conv *c)
 	}
 	if (c->map_history) {
 		hashmap__for_each_entry(c->map_history, cur, bkt) {
-			struct bstack_map_history *h = cur->pvalue;
+			struct bstack_map_history *h = cur->pvalue, *prev;
 
-			while (h->nr)
-				dso__put(h->rec[--h->nr].dso);
-			free(h->rec);
-			free(h);
+			for (; h; h = prev) {
+				while (h->nr)
+					dso__put(h->rec[--h->nr].dso);
+				prev = h->prev;
+				free(h->rec);
+				free(h);
+			}
 		}
 		hashmap__free(c->map_history);
 	}
@@ -1751,9 +1867,8 @@ int bpf_bstack__convert(const char *input, const char *output, bool force,
 	c.tool.sample	= read_sample;
 	c.tool.mmap	= conv_mmap;
 	c.tool.mmap2	= conv_mmap2;
-	c.tool.comm	= perf_event__process_comm;
-	/* no exit handler: exited tasks keep their maps, for IP-fallback frames */
-	c.tool.fork	= perf_event__process_fork;
+	/* user maps are kept by process, without perf's threads: see note_map() */
+	c.tool.fork	= conv_fork;
 	c.tool.build_id	= perf_event__process_build_id;
 
 	c.stacks = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
