@@ -79,10 +79,15 @@ def nr_samples(report_cmd):
 
 
 def samples(files):
-    """samples in each file, and the counts (records) of the bstack one, from its summary"""
+    """samples in each file, and the counts of the bstack one, from its summary, and
+    the samples its report hands perf report (counts of tasks alike merged)"""
     n, text = nr_samples([PERF, "bstack", "report", "-i", files["bstack"]])
     m = re.search(r"# bstack: \d+ samples in (\d+) counts", text)
-    return (n, int(m.group(1)) if m else 0), nr_samples([PERF, "report", "-i", files["record"]])[0]
+    counts = int(m.group(1)) if m else 0
+    r = sh([PERF, "bstack", "report", "-v", "--stdio", "-i", files["bstack"]])
+    m = re.search(r"(\d+) counts of tasks alike merged, (\d+) samples written", r.stderr)
+    return ((n, counts, int(m.group(2)) if m else counts),
+            nr_samples([PERF, "report", "-i", files["record"]])[0])
 
 
 def measure(files, repeats):
@@ -105,14 +110,16 @@ def write_results(path, opts, rows):
          "CPU time (user + system) of `perf bstack report --stdio` and of `perf report "
          "--stdio` of the perf record file, medians of %d interleaved runs. bstack report "
          "hands perf report one record per task and stack, its weight the samples it "
-         "stands for. Target of issue 22: at most 0.5× on a large profile.\n"
+         "stands for, and the counts of tasks alike (the same comm, CPU and stacks) as one "
+         "(\"samples written\"). Target of issue 22: at most 0.5× on a large profile.\n"
          % (opts.seconds, opts.repeats, opts.seconds, opts.seconds // 5, opts.repeats),
-         "| profile | samples: bstack / record -a -g | bstack counts (records) | MB: bstack "
-         "/ record | bstack report CPU s | perf report CPU s | ratio |",
-         "|---|---|---|---|---|---|---|"]
+         "| profile | samples: bstack / record -a -g | bstack counts | samples written | "
+         "MB: bstack / record | bstack report CPU s | perf report CPU s | ratio |",
+         "|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
-        w.append("| %s | %d / %d | %d | %.1f / %.1f | %.2f | %.2f | %.2f× |" % (
-            name, r["samples"][0], r["samples_g"], r["samples"][1], r["mb"][0], r["mb"][1],
+        w.append("| %s | %d / %d | %d | %d | %.1f / %.1f | %.2f | %.2f | %.2f× |" % (
+            name, r["samples"][0], r["samples_g"], r["samples"][1], r["samples"][2],
+            r["mb"][0], r["mb"][1],
             r["cpu"]["bstack"], r["cpu"]["record"], r["cpu"]["bstack"] / r["cpu"]["record"]))
     w.append("")
     write_section(path, "## Report time", "\n".join(w) + "\n")
