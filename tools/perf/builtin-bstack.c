@@ -433,6 +433,9 @@ static int sort_order_config(const char *var, const char *value, void *data)
 	return 0;
 }
 
+/* the options whose value is a list of sort keys */
+static const char * const key_options[] = { "-s", "--sort", "-F", "--fields", };
+
 static bool report_task_blind(int argc, const char **argv)
 {
 	bool blind = true, keys_next = false;
@@ -454,8 +457,7 @@ static bool report_task_blind(int argc, const char **argv)
 			len = 2;
 		if (!in_list(a, len, task_blind_options, ARRAY_SIZE(task_blind_options)))
 			return false;
-		if (!strncmp(a, "-s", len) || !strncmp(a, "--sort", len) ||
-		    !strncmp(a, "-F", len) || !strncmp(a, "--fields", len)) {
+		if (in_list(a, len, key_options, ARRAY_SIZE(key_options))) {
 			if (a[len])
 				blind = keys_task_blind(a + len + (a[len] == '='));
 			else
@@ -927,6 +929,12 @@ static int parse_folded_options(int argc, const char **argv)
 	return 0;
 }
 
+/* perf report prints text: asked to, or not on a terminal */
+static bool report_in_text(int argc, const char **argv)
+{
+	return has_arg(argc, argv, "--stdio", NULL) || !isatty(STDOUT_FILENO);
+}
+
 /*
  * Counts of tasks alike go into one sample where nothing shown tells the
  * tasks apart: --folded and --flamegraph, which go by comm, and perf
@@ -939,8 +947,7 @@ static bool report_merges_tasks(int argc, const char **argv)
 		return true;
 	if (report_pprof)
 		return false;
-	return (has_arg(argc, argv, "--stdio", NULL) || !isatty(STDOUT_FILENO)) &&
-	       report_task_blind(argc, argv);
+	return report_in_text(argc, argv) && report_task_blind(argc, argv);
 }
 
 /* perf bstack report: perf report over the converted stacks */
@@ -988,8 +995,7 @@ static int bstack_report(int argc, const char **argv)
 
 	if (kernel_symbols_given(argc, argv))
 		bpf_bstack__summary_kernel_given(&sum);
-	if ((has_arg(argc, argv, "--stdio", NULL) || !isatty(STDOUT_FILENO)) &&
-	    !has_arg(argc, argv, "-q", "--quiet")) {
+	if (report_in_text(argc, argv) && !has_arg(argc, argv, "-q", "--quiet")) {
 		bpf_bstack__summary_fprintf(&sum, stdout);
 		fflush(stdout);
 	}

@@ -173,6 +173,19 @@ static bool kinds_match(u32 want, u32 kind)
 	return want == kind;
 }
 
+/*
+ * The stack a count names by id, if the recording has it with a kind that
+ * fits; find_stack() also counts the ids it has no stack for.
+ */
+static struct bpf_bstack_rec_stack *lookup_stack(struct bstack_conv *c, u64 id, u32 kind)
+{
+	struct bpf_bstack_rec_stack *stack;
+
+	if (!hashmap__find(c->stacks, id, &stack) || !kinds_match(kind, stack->kind))
+		return NULL;
+	return stack;
+}
+
 /* A machine of a merged recording: the first name of an index wins */
 static int add_host(struct bpf_bstack_summary *sum, const struct bpf_bstack_rec_host *h)
 {
@@ -1229,10 +1242,9 @@ static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u3
 
 	if (!id)
 		return NULL;
-	if (!hashmap__find(c->stacks, id, &stack) || !kinds_match(kind, stack->kind)) {
+	stack = lookup_stack(c, id, kind);
+	if (!stack)
 		c->sum->nr_missing_stacks += c->rec_counts;
-		return NULL;
-	}
 	return stack;
 }
 
@@ -1349,13 +1361,12 @@ static bool count_mergeable(struct bstack_conv *c, const struct bpf_bstack_rec_c
 	if (!count_plausible(c, cnt) || !c->sum->event[cnt->event].id)
 		return false;
 	/* a count missing a stack is written (and counted) on its own */
-	if (cnt->kern_stack && (!hashmap__find(c->stacks, cnt->kern_stack, &stack) ||
-				!kinds_match(BPF_BSTACK_STACK_KERNEL, stack->kind)))
+	if (cnt->kern_stack && !lookup_stack(c, cnt->kern_stack, BPF_BSTACK_STACK_KERNEL))
 		return false;
 	if (!cnt->user_stack)
 		return true;
-	if (!hashmap__find(c->stacks, cnt->user_stack, &stack) ||
-	    stack->kind != BPF_BSTACK_STACK_USER)
+	stack = lookup_stack(c, cnt->user_stack, BPF_BSTACK_STACK_USER);
+	if (!stack || stack->kind != BPF_BSTACK_STACK_USER)
 		return false;
 	f = bpf_bstack__user_frames(stack);
 	for (i = 0; i < stack->nr; i++)
