@@ -464,13 +464,13 @@ static int conv_mmap2(const struct perf_tool *tool, union perf_event *event,
 
 /*
  * The map of ip that samples from first to last were in, among the maps
- * of h since lo: the one in effect at first, or one that came later
- * (before last).  NULL for none, and for several of different files
- * (*ambiguous): the samples may be in any.  *latest is the last map at ip
- * whenever it came.
+ * of h since it was born: the one in effect at first, or one that came
+ * later (before last).  NULL for none, and for several of different files
+ * (*ambiguous): the samples may be in any.  *latest, unless NULL, is the
+ * last map at ip whenever it came.
  */
 static const struct bstack_map_rec *map_during(const struct bstack_map_history *h, u64 ip,
-					       u64 lo, u64 first, u64 last, bool *ambiguous,
+					       u64 first, u64 last, bool *ambiguous,
 					       const struct bstack_map_rec **latest)
 {
 	const struct bstack_map_rec *found = NULL;
@@ -479,9 +479,10 @@ static const struct bstack_map_rec *map_during(const struct bstack_map_history *
 	for (i = 0; i < h->nr; i++) {
 		const struct bstack_map_rec *rec = &h->rec[i];
 
-		if (rec->time < lo || ip < rec->start || ip >= rec->end)
+		if (rec->time < h->born || ip < rec->start || ip >= rec->end)
 			continue;
-		*latest = rec;
+		if (latest)
+			*latest = rec;
 		if (rec->time > last || *ambiguous)
 			continue;
 		if (rec->time > first && found && found->dso != rec->dso) {
@@ -509,13 +510,13 @@ static const struct bstack_map_rec *user_map_at(struct bstack_conv *c, u32 pid, 
 						const struct bstack_map_rec **latest)
 {
 	struct bstack_map_history *h = history_at(c, pid, first);
-	const struct bstack_map_rec *rec, *ignored = NULL;
+	const struct bstack_map_rec *rec;
 	int depth;
 
 	*ambiguous = false;
 	*latest = NULL;
 	for (depth = 0; h && depth < MAX_FORK_DEPTH; depth++) {
-		rec = map_during(h, ip, h->born, first, last, ambiguous, depth ? &ignored : latest);
+		rec = map_during(h, ip, first, last, ambiguous, depth ? NULL : latest);
 		if (rec || *ambiguous || !h->forked)
 			return rec;
 		first = last = h->born;
