@@ -24,7 +24,9 @@ wait4(), so that the program's own noise is not perf's), the BPF
 programs' run time (kernel.bpf_stats_enabled) and the report's CPU time.
 The programs run for seconds, as profiled programs do: what a profiler
 costs once (loading, the header) is shown apart, as the bytes and CPU of
-a recording of 'true'.  --long adds the cost of the CPU-bound programs
+a recording of 'true'.  "bstack" reads the unwind tables a recording
+before it left in the build-id cache; "bstack, tables built" records
+with an empty cache, building every table.  --long adds the cost of the CPU-bound programs
 run FACTOR times as long, where that once-only cost weighs little.  This
 machine is noisy: read the ratios.
 """
@@ -32,6 +34,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -170,6 +173,8 @@ PROFILERS = {
                      ["report"] + REPORT),
     "record -g": (["record", "-F", FREQ, "-e", "cpu-clock", "-g"], ["report"] + REPORT),
     "bstack": (["bstack", "record", "-F", FREQ], ["bstack", "report"] + REPORT),
+    # an empty build-id cache: every unwind table built while recording
+    "bstack, tables built": (["bstack", "record", "-F", FREQ], ["bstack", "report"] + REPORT),
     "bstack --no-cfi": (["bstack", "record", "-F", FREQ, "--no-cfi"],
                         ["bstack", "report"] + REPORT),
 }
@@ -188,6 +193,12 @@ def cost_once(name, cmd, tmp):
     data = os.path.join(tmp, "cost.data")
     res = {}
     r = None
+
+    if name == "bstack, tables built":
+        cache = os.path.join(tmp, "empty-cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        rec = ["--buildid-dir", cache] + rec
+        rep = ["--buildid-dir", cache] + rep
 
     def record():
         nonlocal r
@@ -300,6 +311,10 @@ def cost_table(lines, progs, tmp, repeats):
     fixed = {}
     for prog, cmd in progs:
         res = {p: [] for p in PROFILERS}
+        # the tables of the program's binaries in the build-id cache, as a
+        # recording before this one left them: "bstack" reads them from there
+        sh([PERF, "bstack", "record", "-q", "-o", os.path.join(tmp, "prime.data"), "--",
+            "timeout", "1"] + cmd)
         for _ in range(repeats):
             for p in PROFILERS:
                 res[p].append(cost_once(p, cmd, tmp))

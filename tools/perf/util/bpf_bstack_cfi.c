@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <linux/bpf.h>
 #include <linux/compiler.h>
 #include <linux/err.h>
@@ -33,6 +34,7 @@
 #include <linux/zalloc.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <internal/lib.h>
 
 #include "util/bstack-cfi.h"
 #include "util/build-id.h"
@@ -64,6 +66,7 @@ struct bpf_bstack_cfi {
 	u64			nr_loads, nr_load_errors;
 	u32			nr_no_table, nr_table_full, nr_too_many_maps;
 	u32			nr_saved, nr_save_failed;
+	u32			nr_from_cache;
 };
 
 static size_t file_key_hash(long key, void *ctx __maybe_unused)
@@ -78,13 +81,139 @@ static bool file_key_equal(long a, long b, void *ctx __maybe_unused)
 	return !memcmp((const void *)a, (const void *)b, sizeof(struct bpf_bstack_cfi_file_id));
 }
 
-/* Rows into the shared array, and the file entry that points at them */
+/*
+ * A table kept beside its binary in the build-id cache, so that the next
+ * recording reads it instead of building it again (libc's, perl's, a
+ * hundred milliseconds of libdw each): this header, then the rows.  For
+ * this machine's perf: native byte order and row layout.  The version
+ * changes with anything that makes the rows of a binary other rows.
+ */
+#define CFI_CACHE_NAME		"bstack-cfi"
+#define CFI_CACHE_MAGIC		0x4946434b54534250ULL	/* "PBSTKCFI" */
+#define CFI_CACHE_VERSION	1
+
+struct cfi_cache_header {
+	u64	magic;
+	u32	version;
+	u32	row_size;
+	u64	nr;
+};
+
+/* The table's path in the build-id cache: beside the binary's "elf" */
+static int cfi_cache_path(const struct bpf_bstack_cfi_file *f, char *path, size_t size)
+{
+	char sbid[SBUILD_ID_SIZE], link[PATH_MAX];
+	struct build_id bid;
+
+	build_id__init(&bid, f->build_id, f->build_id_size);
+	build_id__sprintf(&bid, sbid);
+	if (!build_id_cache__linkname(sbid, link, sizeof(link)) ||
+	    (size_t)snprintf(path, size, "%s/" CFI_CACHE_NAME, link) >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Rows of a table are in the order of their offsets: anything else is damage */
+static bool rows_sorted(const struct bpf_bstack_cfi_row *rows, size_t nr)
+{
+	size_t i;
+
+	for (i = 1; i < nr; i++)
+		if (rows[i].offset < rows[i - 1].offset)
+			return false;
+	return true;
+}
+
+/*
+ * Read the cached table of f into the shared array at the first free row:
+ * its number of rows, or a negative error (none, damaged, another layout:
+ * the table is built instead).
+ */
+static ssize_t read_cached_table(struct bpf_bstack_cfi *cfi, const struct bpf_bstack_cfi_file *f)
+{
+	struct bpf_bstack_cfi_row *rows = cfi->rows + cfi->nr_rows;
+	struct cfi_cache_header hdr;
+	char path[PATH_MAX];
+	struct stat st;
+	ssize_t err = -EINVAL;
+	size_t len;
+	int fd;
+
+	if (cfi_cache_path(f, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || readn(fd, &hdr, sizeof(hdr)) != sizeof(hdr) ||
+	    hdr.magic != CFI_CACHE_MAGIC || hdr.version != CFI_CACHE_VERSION ||
+	    hdr.row_size != sizeof(*rows) || hdr.nr > cfi->max_rows ||
+	    (u64)st.st_size != sizeof(hdr) + hdr.nr * sizeof(*rows))
+		goto out;
+	if (hdr.nr > cfi->max_rows - cfi->nr_rows) {
+		err = -ENOSPC;
+		goto out;
+	}
+	len = hdr.nr * sizeof(*rows);
+	if (readn(fd, rows, len) == (ssize_t)len && rows_sorted(rows, hdr.nr))
+		err = hdr.nr;
+out:
+	close(fd);
+	if (err == -EINVAL)
+		pr_debug("unwind table %s: damaged or of another perf, built again\n", path);
+	return err;
+}
+
+/* Keep a table built for f in the build-id cache: written aside, then renamed */
+static void cache_table(const struct bpf_bstack_cfi_file *f,
+			const struct bpf_bstack_cfi_row *rows, size_t nr)
+{
+	struct cfi_cache_header hdr = {
+		.magic		= CFI_CACHE_MAGIC,
+		.version	= CFI_CACHE_VERSION,
+		.row_size	= sizeof(*rows),
+		.nr		= nr,
+	};
+	char path[PATH_MAX], tmp[PATH_MAX + 16];
+	size_t len = nr * sizeof(*rows);
+	bool ok;
+	int fd;
+
+	if (cfi_cache_path(f, path, sizeof(path)))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	ok = writen(fd, &hdr, sizeof(hdr)) == sizeof(hdr) &&
+	     writen(fd, rows, len) == (ssize_t)len;
+	if (close(fd) || !ok || rename(tmp, path)) {
+		pr_debug("cannot keep the unwind table %s: %m\n", path);
+		unlink(tmp);
+	}
+}
+
+/*
+ * The rows of f into the shared array, from the build-id cache or built
+ * from the file open at fd, and f pointed at them
+ */
 static int add_file_rows(struct bpf_bstack_cfi *cfi, struct bpf_bstack_cfi_file *f, int fd)
 {
+	bool cached = cfi->save_binaries && f->build_id_size;
 	struct bpf_bstack_cfi_row *rows = NULL;
 	size_t nr = 0;
+	ssize_t ret;
 	int err;
 
+	ret = cached ? read_cached_table(cfi, f) : -ENOENT;
+	if (ret == -ENOSPC) {
+		cfi->nr_table_full++;
+		return 0;
+	}
+	if (ret >= 0) {
+		cfi->nr_from_cache++;
+		nr = ret;
+		goto out;
+	}
 	err = bpf_bstack__cfi_table(fd, &rows, &nr, NULL);
 	if (err) {
 		cfi->nr_no_table++;	/* walked by frame pointer */
@@ -96,10 +225,13 @@ static int add_file_rows(struct bpf_bstack_cfi *cfi, struct bpf_bstack_cfi_file 
 		return 0;
 	}
 	memcpy(cfi->rows + cfi->nr_rows, rows, nr * sizeof(*rows));
+	if (cached)
+		cache_table(f, rows, nr);
+	free(rows);
+out:
 	f->first = cfi->nr_rows;
 	f->nr = nr;
 	cfi->nr_rows += nr;
-	free(rows);
 	return 0;
 }
 
@@ -183,10 +315,11 @@ static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
 		memcpy(f.build_id, bid.data, bid.size);
 		f.build_id_size = bid.size;
 	}
+	/* first: the table is kept in the binary's directory of the cache */
+	save_binary(cfi, path, name, &f);
 	add_file_rows(cfi, &f, fd);
 	close(fd);
 	follow_dynamic_linker(cfi, path, name);
-	save_binary(cfi, path, name, &f);
 
 	k = malloc(sizeof(*k));
 	if (!k)
@@ -373,8 +506,9 @@ void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp)
 {
 	double mib = sizeof(*cfi->rows) / 1048576.0;
 
-	fprintf(fp, "[ perf bstack: unwind tables: %u files (%u without .eh_frame,",
-		cfi->nr_files, cfi->nr_no_table);
+	fprintf(fp, "[ perf bstack: unwind tables: %u files (%u read from the build-id cache,",
+		cfi->nr_files, cfi->nr_from_cache);
+	fprintf(fp, " %u without .eh_frame,", cfi->nr_no_table);
 	fprintf(fp, " %u past the table's end), %u rows of %u (%.1f of %.1f MiB),",
 		cfi->nr_table_full, cfi->nr_rows, cfi->max_rows, cfi->nr_rows * mib,
 		cfi->max_rows * mib);

@@ -12,7 +12,7 @@
 . "$(dirname "$0")"/lib/bstack.sh
 
 bstack_require_record
-bstack_require_tools gcc xz
+bstack_require_tools gcc xz python3
 
 err=0
 tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
@@ -42,6 +42,42 @@ test_whole_stacks() {
 	# the handler's stacks go on through the signal frame into main's
 	grep -qE '^bstack_nofp;.*;main;nofp_outer;.*;__restore_rt;nofp_handler;nofp_sort;' \
 		"$tmp/nofp.folded" || fail "no stack goes through the signal frame"
+}
+
+# The tables built by one recording are kept in the build-id cache, beside
+# each binary, and read by the next: none is built again, the stacks are
+# as whole.  A damaged table is built again, not used.
+test_tables_cached() {
+	echo "unwind tables are kept in the build-id cache and read from there"
+	table=$(find "$tmp/cache" -path '*bstack_nofp/*/bstack-cfi')
+	[ -n "$table" ] || { fail "no table of bstack_nofp in the build-id cache"; return; }
+	$perf bstack record -F 499 -o "$tmp/cached.data" -- "$tmp/bstack_nofp" 2 \
+		2> "$tmp/cached.err" || { fail "record"; cat "$tmp/cached.err"; return; }
+	grep -qE 'unwind tables: ([0-9]+) files \(\1 read from the build-id cache' \
+		"$tmp/cached.err" || fail "not every table read from the cache: $(grep \
+		'unwind tables' "$tmp/cached.err")"
+	$perf bstack report -i "$tmp/cached.data" --folded > "$tmp/cached.folded" 2> /dev/null
+	pct=$(bstack_folded_share "$tmp/cached.folded" 'nofp_compare [0-9]+$' "$whole")
+	[ "$pct" -ge 90 ] || fail "with cached tables, only $pct% reach main"
+
+	# rows out of order (the size still right) in bstack_nofp's, the others cut short
+	python3 -c 'import sys
+d = open(sys.argv[1], "rb").read()
+rows = [d[i:i + 8] for i in range(24, len(d), 8)]
+sys.stdout.buffer.write(d[:24] + b"".join(reversed(rows)))' "$table" > "$tmp/damaged"
+	[ "$(stat -c %s "$tmp/damaged")" = "$(stat -c %s "$table")" ] &&
+		! cmp -s "$tmp/damaged" "$table" ||
+		{ fail "cannot make a damaged table of the same size"; return; }
+	cp "$tmp/damaged" "$table"
+	find "$tmp/cache" -name bstack-cfi ! -path '*bstack_nofp/*' -exec truncate -s -3 {} +
+	$perf bstack record -F 499 -o "$tmp/rebuilt.data" -- "$tmp/bstack_nofp" 2 \
+		2> "$tmp/rebuilt.err" || { fail "record, damaged tables"; return; }
+	grep -q '(0 read from the build-id cache' "$tmp/rebuilt.err" ||
+		fail "a damaged table was read: $(grep 'unwind tables' "$tmp/rebuilt.err")"
+	$perf bstack report -i "$tmp/rebuilt.data" --folded > "$tmp/rebuilt.folded" 2> /dev/null
+	pct=$(bstack_folded_share "$tmp/rebuilt.folded" 'nofp_compare [0-9]+$' "$whole")
+	[ "$pct" -ge 90 ] || fail "with the tables built again, only $pct% reach main"
+	cmp -s "$tmp/damaged" "$table" && fail "the damaged table was not written again"
 }
 
 test_no_cfi() {
@@ -87,6 +123,7 @@ test_debian_xz() {
 }
 
 test_whole_stacks
+test_tables_cached
 test_no_cfi
 test_uprobe_single_step
 test_debian_xz
