@@ -65,9 +65,11 @@ test_tables_cached() {
 d = open(sys.argv[1], "rb").read()
 rows = [d[i:i + 8] for i in range(24, len(d), 8)]
 sys.stdout.buffer.write(d[:24] + b"".join(reversed(rows)))' "$table" > "$tmp/damaged"
-	[ "$(stat -c %s "$tmp/damaged")" = "$(stat -c %s "$table")" ] &&
-		! cmp -s "$tmp/damaged" "$table" ||
-		{ fail "cannot make a damaged table of the same size"; return; }
+	if [ "$(stat -c %s "$tmp/damaged")" != "$(stat -c %s "$table")" ] ||
+	   cmp -s "$tmp/damaged" "$table"; then
+		fail "cannot make a damaged table of the same size"
+		return
+	fi
 	cp "$tmp/damaged" "$table"
 	find "$tmp/cache" -name bstack-cfi ! -path '*bstack_nofp/*' -exec truncate -s -3 {} +
 	$perf bstack record -F 499 -o "$tmp/rebuilt.data" -- "$tmp/bstack_nofp" 2 \
