@@ -1598,8 +1598,9 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 	fprintf(stderr, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer",
 		bpf_bstack__pct(s[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
 		s[BPF_BSTACK_STAT_FP_STACKS]);
-	fprintf(stderr, " (tables not loaded yet: %" PRIu64 " of them after new code was mapped",
+	fprintf(stderr, " (tables not loaded yet: %" PRIu64 " of them after new code was mapped,",
 		s[BPF_BSTACK_STAT_CFI_NO_MAP]);
+	fprintf(stderr, " %" PRIu64 " inside execve()", s[BPF_BSTACK_STAT_CFI_IN_EXEC]);
 	fprintf(stderr, ") ]\n");
 	fprintf(stderr, "[ perf bstack: table walks took %" PRIu64 " frames by frame pointer: ",
 		s[BPF_BSTACK_STAT_CFI_FP_FRAMES]);

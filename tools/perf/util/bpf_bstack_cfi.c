@@ -67,6 +67,8 @@ struct bpf_bstack_cfi {
 	u32			nr_no_table, nr_table_full, nr_too_many_maps;
 	u32			nr_saved, nr_save_failed;
 	u32			nr_from_cache;
+	u64			nr_asks_read;	/* asks the BPF program answered itself */
+	struct bpf_bstack_cfi_proc *proc_buf;	/* a process's entry, looked at */
 };
 
 static size_t file_key_hash(long key, void *ctx __maybe_unused)
@@ -437,12 +439,33 @@ int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid)
 	return 0;
 }
 
+/*
+ * The BPF program holds mappings of the process read after it asked: it
+ * read them itself at the exec or dlopen() that followed (a sample taken
+ * inside execve(), after the new image replaced the old one, asks for a
+ * process the exec will read), or a load of an earlier ask did.
+ */
+static bool read_since(struct bpf_bstack_cfi *cfi, const struct bpf_bstack_cfi_ask *ask)
+{
+	u32 key = ask->tgid;
+
+	return !bpf_map_lookup_elem(bpf_map__fd(cfi->skel->maps.bstack_cfi_procs), &key,
+				    cfi->proc_buf) &&
+	       cfi->proc_buf->read_ns > ask->time;
+}
+
 static int on_ask(void *ctx, void *data, size_t size)
 {
 	struct bpf_bstack_cfi *cfi = ctx;
+	const struct bpf_bstack_cfi_ask *ask = data;
 
-	if (size >= sizeof(u32))
-		bpf_bstack_cfi__load_pid(cfi, *(u32 *)data);
+	if (size < sizeof(*ask))
+		return 0;
+	if (read_since(cfi, ask)) {
+		cfi->nr_asks_read++;
+		return 0;
+	}
+	bpf_bstack_cfi__load_pid(cfi, ask->tgid);
 	return 0;
 }
 
@@ -478,6 +501,9 @@ struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel, bool save_bi
 		return NULL;
 	cfi->skel = skel;
 	cfi->save_binaries = save_binaries;
+	cfi->proc_buf = malloc(sizeof(*cfi->proc_buf));
+	if (!cfi->proc_buf)
+		goto err;
 	cfi->max_rows = bpf_map__max_entries(rows);
 	cfi->max_files = bpf_map__max_entries(skel->maps.bstack_cfi_files);
 	cfi->rows_size = roundup((size_t)cfi->max_rows * sizeof(*cfi->rows), page);
@@ -512,7 +538,8 @@ void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp)
 	fprintf(fp, " %u past the table's end), %u rows of %u (%.1f of %.1f MiB),",
 		cfi->nr_table_full, cfi->nr_rows, cfi->max_rows, cfi->nr_rows * mib,
 		cfi->max_rows * mib);
-	fprintf(fp, " %" PRIu64 " process loads", cfi->nr_loads);
+	fprintf(fp, " %" PRIu64 " process loads (%" PRIu64 " more asked for, read by BPF since)",
+		cfi->nr_loads, cfi->nr_asks_read);
 	if (cfi->save_binaries)
 		fprintf(fp, ", %u binaries saved as mapped (%u failed)", cfi->nr_saved,
 			cfi->nr_save_failed);
@@ -546,5 +573,6 @@ void bpf_bstack_cfi__delete(struct bpf_bstack_cfi *cfi)
 	}
 	if (cfi->rows)
 		munmap(cfi->rows, cfi->rows_size);
+	free(cfi->proc_buf);
 	free(cfi);
 }

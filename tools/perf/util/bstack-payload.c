@@ -47,6 +47,7 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_RECURSION_MISSES] = "hits the kernel skipped: a BPF program running",
 	[BPF_BSTACK_STAT_CFI_FP_GUESSED] = "frames stepped by frame pointer where no rule was",
 	[BPF_BSTACK_STAT_KERN_RECALLED]	 = "kernel stacks of system call entries not walked again",
+	[BPF_BSTACK_STAT_CFI_IN_EXEC]	 = "stacks left to the kernel: inside execve()",
 };
 
 /* User (or kernel) stacks lost, for whatever reason, by the counters */

@@ -527,9 +527,13 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		u64 cfi = s->stat[BPF_BSTACK_STAT_CFI_STACKS];
 
 		fprintf(fp, "# bstack: user stacks: %" PRIu64 " walked with unwind tables", cfi);
-		fprintf(fp, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer\n",
+		fprintf(fp, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer",
 			bpf_bstack__pct(s->stat[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
 			s->stat[BPF_BSTACK_STAT_FP_STACKS]);
+		if (s->stat[BPF_BSTACK_STAT_CFI_IN_EXEC])
+			fprintf(fp, " (%" PRIu64 " of them inside execve())",
+				s->stat[BPF_BSTACK_STAT_CFI_IN_EXEC]);
+		fprintf(fp, "\n");
 	}
 	fprintf(fp, "# bstack: user frames: %.1f%% with build-id, %.1f%% as IP (%" PRIu64
 		" of %" PRIu64 " found in recorded maps), %" PRIu64 " bogus offsets, %" PRIu64

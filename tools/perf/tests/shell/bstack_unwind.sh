@@ -82,6 +82,22 @@ sys.stdout.buffer.write(d[:24] + b"".join(reversed(rows)))' "$table" > "$tmp/dam
 	cmp -s "$tmp/damaged" "$table" && fail "the damaged table was not written again"
 }
 
+# A task sampled inside execve(), past the point where the new image
+# replaced the old one, has no user stack left to walk, and the exec's
+# tracepoint is about to read the new image's mappings in BPF: such
+# samples must not make perf read /proc/PID/maps of each exec'd process.
+test_exec_churn() {
+	echo "exec'd processes are not read from /proc one by one"
+	$perf bstack record -F 999 -o "$tmp/exec.data" -- \
+		sh -c 'for i in $(seq 500); do /bin/true; done' 2> "$tmp/exec.err" ||
+		{ fail "record"; cat "$tmp/exec.err"; return; }
+	grep -qE ' [1-9][0-9]* inside execve\(\)' "$tmp/exec.err" ||
+		fail "no sample inside execve() counted: $(grep 'user stacks' "$tmp/exec.err")"
+	loads=$(sed -n 's/.* \([0-9]*\) process loads.*/\1/p' "$tmp/exec.err")
+	echo "  ${loads:-?} process loads for 500 execs"
+	[ "${loads:-500}" -le 125 ] || fail "${loads:-?} process loads for 500 execs"
+}
+
 test_no_cfi() {
 	echo "--no-cfi walks by frame pointer only, as before"
 	$perf bstack record -q --no-cfi -F 499 -o "$tmp/fp.data" -- "$tmp/bstack_nofp" 1 \
@@ -126,6 +142,7 @@ test_debian_xz() {
 
 test_whole_stacks
 test_tables_cached
+test_exec_churn
 test_no_cfi
 test_uprobe_single_step
 test_debian_xz

@@ -721,13 +721,16 @@ static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_pr
  */
 static __always_inline void ask_mappings(__u32 tgid)
 {
+	struct bpf_bstack_cfi_ask ask = {};
 	__u64 now = bpf_ktime_get_ns(), *last;
 
 	last = bpf_map_lookup_elem(&bstack_cfi_asked, &tgid);
 	if (last && now - *last < 10 * 1000 * 1000)
 		return;
 	bpf_map_update_elem(&bstack_cfi_asked, &tgid, &now, BPF_ANY);
-	bpf_ringbuf_output(&bstack_cfi_ask, &tgid, sizeof(tgid), 0);
+	ask.tgid = tgid;
+	ask.time = now;
+	bpf_ringbuf_output(&bstack_cfi_ask, &ask, sizeof(ask), 0);
 }
 
 /*
@@ -743,6 +746,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	__u32 level = nest_level(), tgid;
 	struct cfi_walk *w;
 	__u64 *changed;
+	bool stale;
 	int i;
 
 	w = bpf_map_lookup_elem(&bstack_cfi_walk, &level);
@@ -752,15 +756,25 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	proc = bpf_map_lookup_elem(&bstack_cfi_procs, &tgid);
 	if (!task->mm)
 		return false;
-	/* none yet, or of the image before an exec that raced with user space */
+	/* read before an exec, a dlopen() or dlclose(): other code may be there now */
+	changed = bpf_map_lookup_elem(&bstack_cfi_changed, &tgid);
+	stale = proc && changed && *changed > proc->read_ns;
+	/*
+	 * None yet, or of the image before an exec.  A task inside execve(),
+	 * past the point where the new image replaced the old one, still has
+	 * the old image's mappings and no later change: the exec's tracepoint
+	 * is about to read the new ones, do not ask for them too.  Older than
+	 * the last change, they are of an exec that raced with user space.
+	 */
 	if (!proc || proc->start_stack != BPF_CORE_READ((struct mm_struct___bstack *)task->mm,
 							start_stack)) {
-		ask_mappings(tgid);
+		if (!proc || stale)
+			ask_mappings(tgid);
+		else
+			stat_inc(stats, BPF_BSTACK_STAT_CFI_IN_EXEC, 1);
 		return false;
 	}
-	/* read before a dlopen() or dlclose(): other code may be there now */
-	changed = bpf_map_lookup_elem(&bstack_cfi_changed, &tgid);
-	if (changed && *changed > proc->read_ns) {
+	if (stale) {
 		stat_inc(stats, BPF_BSTACK_STAT_CFI_NO_MAP, 1);
 		ask_mappings(tgid);
 		return false;

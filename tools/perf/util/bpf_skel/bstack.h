@@ -51,6 +51,9 @@ enum bpf_bstack_stat {
 					   */
 	BPF_BSTACK_STAT_CFI_FP_GUESSED,	/* frames stepped by frame pointer where no rule was */
 	BPF_BSTACK_STAT_KERN_RECALLED,	/* kernel stacks of system call entries not walked again */
+	BPF_BSTACK_STAT_CFI_IN_EXEC,	/* user stacks of a task inside execve(), its old image
+					 * gone: left to the kernel
+					 */
 	BPF_BSTACK_STAT_MAX,
 };
 
@@ -175,6 +178,13 @@ struct bpf_bstack_cfi_proc {
 	__u64 start_stack;
 	__u64 read_ns;			/* bpf_ktime_get_ns() when the mappings were read */
 	struct bpf_bstack_cfi_map map[BPF_BSTACK_CFI_MAPS];
+};
+
+/* The BPF program asks user space for the mappings of a process */
+struct bpf_bstack_cfi_ask {
+	__u32 tgid;
+	__u32 reserved;
+	__u64 time;			/* bpf_ktime_get_ns(): mappings read later will do */
 };
 
 #endif /* __BPF_SKEL_BSTACK_H */
