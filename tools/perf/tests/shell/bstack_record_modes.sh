@@ -187,6 +187,27 @@ test_drain_before_full() {
 	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
 }
 
+# Counts are taken out of the map in batches of a thousand: a drain of
+# many more, one count per short-lived process, must have them all.
+test_drain_batches() {
+	echo "a drain of thousands of counts takes every one"
+	$perf bstack record -F 999 -o "$tmp/many.data" -- \
+		sh -c 'for i in $(seq 1500); do /bin/true; done' 2> "$tmp/many.err" ||
+		{ fail "record"; cat "$tmp/many.err"; return; }
+	script "$tmp/many.data" > "$tmp/many.script"
+	drains=$(grep -c '^STATS ' "$tmp/many.script")
+	counts=$(grep -c '^COUNT ' "$tmp/many.script")
+	echo "  $counts counts in $drains drains"
+	[ "$counts" -gt $((2 * 1024 * drains)) ] ||
+		fail "only $counts counts in $drains drains: no drain of several batches"
+	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/many.script")
+	samples=$(grep '^STATS ' "$tmp/many.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
+	dups=$(awk '$1 == "COUNT" { print $3, $5, $7, $9, $11, $NF }' "$tmp/many.script" |
+	       sort | uniq -d | wc -l)
+	[ "$dups" = 0 ] || fail "$dups counts written twice"
+}
+
 # the BPF programs perf holds while recording: "TYPE COUNT" per bpf_prog_type
 loaded_programs() {
 	local out=$1 pid _
@@ -343,6 +364,7 @@ test_pid_target
 test_stack_kinds
 test_full_maps
 test_drain_before_full
+test_drain_batches
 test_programs_loaded
 test_signal INT
 test_signal TERM
