@@ -53,9 +53,11 @@ test_tables_cached() {
 	[ -n "$table" ] || { fail "no table of bstack_nofp in the build-id cache"; return; }
 	$perf bstack record -F 499 -o "$tmp/cached.data" -- "$tmp/bstack_nofp" 2 \
 		2> "$tmp/cached.err" || { fail "record"; cat "$tmp/cached.err"; return; }
-	grep -qE 'unwind tables: ([0-9]+) files \(\1 read from the build-id cache' \
-		"$tmp/cached.err" || fail "not every table read from the cache: $(grep \
-		'unwind tables' "$tmp/cached.err")"
+	# the workload's binary, libc and the dynamic linker; perf's own process
+	# may be sampled too, before it execs the workload, and its tables built
+	grep -qE 'unwind tables: [0-9]+ files \(([3-9]|[1-9][0-9]+) read from the build-id cache' \
+		"$tmp/cached.err" || fail "tables not read from the cache: $(grep \
+		'unwind tables:' "$tmp/cached.err")"
 	$perf bstack report -i "$tmp/cached.data" --folded > "$tmp/cached.folded" 2> /dev/null
 	pct=$(bstack_folded_share "$tmp/cached.folded" 'nofp_compare [0-9]+$' "$whole")
 	[ "$pct" -ge 90 ] || fail "with cached tables, only $pct% reach main"
