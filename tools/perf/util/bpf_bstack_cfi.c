@@ -13,7 +13,8 @@
  * list of mappings.  Each file also goes into the build-id cache then,
  * while a process maps it: a binary that only lived in a container's
  * mount namespace, or was deleted or replaced since, is still there for
- * the report.
+ * the report; and so does its table, which the next recording reads from
+ * there instead of building it again.
  */
 #define pr_fmt(fmt) "perf bstack: " fmt
 
