@@ -363,9 +363,10 @@ def write_results(opts, sizes, repeats, results, exit_times, rep_b, rep_g,
     target("churn: added CPU (workload + perf) ≤ 0.5× that of perf record -a -g",
            "%s s / %s s = %s" % (ab and "%.2f" % ab, ag and "%.2f" % ag, fmt_ratio(x)),
            x is not None and x <= 0.5,
-           "each sample of a new process walks its stack with the kernel's build-id "
-           "lookups until its unwind tables are loaded, and perf reads the maps of "
-           "every new process for them")
+           "bstack's start (loading and verifying its BPF programs, the maps: about "
+           "0.25 s) is most of perf's side and about what perf record -a -g spends in "
+           "all; the workload pays the BPF programs (the sample's table walk, the exec "
+           "and _dl_debug_state programs, two uprobe traps per process)")
     b1, b2 = summary[("churn", "bstack")]["bps"], summary[("churn", "record -g")]["bps"]
     x = ratio(b1, b2)
     target("bytes/sample ≤ 0.1× perf record -g (churn)", "%s / %s = %s" % (
