@@ -30,6 +30,39 @@ fail=0
 skip=0
 
 : > "$log"
+failures=
+kernel_log=
+
+# failed NAME: one more check failed; NAME is listed again at the end
+failed() {
+	fail=$((fail + 1))
+	failures="$failures
+  $1"
+}
+
+# The log of each perf test that failed (perf test -v prints a test's
+# output between its start and end lines, then its result): CI shows
+# the end of the output, so the end must say what failed
+failed_test_logs() {
+	awk '/^--- start ---$/ { buf = ""; keep = 1 }
+	     keep { buf = buf $0 "\n" }
+	     /^---- end\(/ { keep = 0 }
+	     /: FAILED!$/ { printf "%s%s\n", buf, $0; buf = "" }' "$1" | tail -n 60
+}
+
+# the end of the output: every check that failed, and why
+print_failures() {
+	[ "$fail" -gt 0 ] || return 0
+	echo "failed:$failures"
+	if grep -q ': FAILED!$' "$build/perf-test.log" 2> /dev/null; then
+		echo "--- perf tests that failed:"
+		failed_test_logs "$build/perf-test.log"
+	fi
+	if [ -n "$kernel_log" ] && grep -q 'FAILED!$' "$kernel_log"; then
+		echo "--- make kernel-check:"
+		grep -A 40 'FAILED!$' "$kernel_log" | tail -n 60
+	fi
+}
 
 # perf test looks for tools/perf/tests/shell below the current directory,
 # and the shell tests run the perf in PATH
@@ -43,13 +76,15 @@ results=$(grep -E '^ *[0-9]+(\.[0-9]+)?: .*: (Ok|FAILED!|Skip.*)$' "$build/perf-
 echo "$results"
 pass=$(echo "$results" | grep -c ': Ok$')
 fail=$(echo "$results" | grep -c ': FAILED!$')
+failures=$(echo "$results" | grep ': FAILED!$' | sed 's/^ */  perf test /')
 skip=$(echo "$results" | grep -c ': Skip')
 if [ -z "$results" ]; then
 	echo "error: perf test ran no bstack test, see build/perf-test.log"
-	fail=$((fail + 1))
+	failed "perf test ran no bstack test"
 fi
 
 if [ -n "$tests_only" ]; then
+	print_failures
 	echo "$pass passed, $fail failed"
 	[ "$fail" -eq 0 ]
 	exit
@@ -69,7 +104,7 @@ for f in $(find tools kernel -name '*.[ch]' 2>/dev/null | sort); do
 	else
 		echo "checkpatch: $f"
 		echo "$out" | grep -E 'ERROR|WARNING'
-		fail=$((fail + 1))
+		failed "checkpatch: $f"
 	fi
 done
 
@@ -90,7 +125,7 @@ if out=$(make -C "$top" --no-print-directory install DESTDIR="$dest" 2>&1) &&
 else
 	echo "make install failed or left files out: $out"
 	find "$dest" -maxdepth 4 | head -n 40
-	fail=$((fail + 1))
+	failed "make install"
 fi
 rm -rf "$dest"
 
@@ -102,7 +137,7 @@ if out=$(python3 "$top/bench/run.py" --smoke --out "$smoke" 2>&1) &&
 	pass=$((pass + 1))
 else
 	echo "bench smoke run failed: $out"
-	fail=$((fail + 1))
+	failed "bench smoke run"
 fi
 
 # bench/same_run.py works and writes every row
@@ -112,7 +147,7 @@ if out=$(python3 "$top/bench/same_run.py" --smoke --out "$smoke" 2>&1) &&
 	pass=$((pass + 1))
 else
 	echo "bench same-run smoke run failed: $out"
-	fail=$((fail + 1))
+	failed "bench same-run smoke run"
 fi
 
 # bench/events.py works, and every bstack recorder kept all 2000 events
@@ -124,7 +159,7 @@ if out=$(python3 "$top/bench/events.py" --smoke --out "$smoke" 2>&1) &&
 	pass=$((pass + 1))
 else
 	echo "bench events smoke run failed: $out"
-	fail=$((fail + 1))
+	failed "bench events smoke run"
 fi
 
 # bench/export.py works: every output, and a merge of ten recordings
@@ -135,7 +170,7 @@ if out=$(python3 "$top/bench/export.py" --smoke --out "$smoke" 2>&1) &&
 	pass=$((pass + 1))
 else
 	echo "bench export smoke run failed: $out"
-	fail=$((fail + 1))
+	failed "bench export smoke run"
 fi
 
 # bench/volume.py works, and -z writes less than half the bytes
@@ -147,7 +182,7 @@ if out=$(python3 "$top/bench/volume.py" --smoke --out "$smoke" 2>&1) &&
 	pass=$((pass + 1))
 else
 	echo "bench volume smoke run failed: $out"
-	fail=$((fail + 1))
+	failed "bench volume smoke run"
 fi
 
 # bench/report_time.py works, and bstack kept about as many samples as perf record
@@ -161,7 +196,7 @@ if out=$(python3 "$top/bench/report_time.py" --smoke --out "$smoke" 2>&1) &&
 else
 	echo "bench report time smoke run failed: $out"
 	cat "$smoke" 2> /dev/null
-	fail=$((fail + 1))
+	failed "bench report time smoke run"
 fi
 
 # the payload decoder under libFuzzer, ASan and UBSan, briefly
@@ -170,7 +205,7 @@ if out=$("$top/scripts/fuzz.sh" 15 2>&1) && echo "$out" | grep -q '^Done [0-9]* 
 else
 	echo "fuzzing the payload decoder failed:"
 	echo "$out" | tail -n 20
-	fail=$((fail + 1))
+	failed "fuzzing the payload decoder"
 fi
 
 # the series as it would be posted: applies with git am, builds and passes
@@ -180,7 +215,7 @@ if out=$("$top/scripts/make-series.sh" 2>&1); then
 	pass=$((pass + 1))
 else
 	echo "$out"
-	fail=$((fail + 1))
+	failed "make series"
 fi
 
 # the kernel patches, in QEMU guests of the patched and the unpatched kernel
@@ -194,16 +229,21 @@ if command -v qemu-system-x86_64 > /dev/null; then
 	last=$(tail -n 1 "$build/kernel-check.log")
 	if echo "$last" | grep -qE '^[0-9]+ passed, [0-9]+ failed$'; then
 		pass=$((pass + $(echo "$last" | cut -d' ' -f1)))
-		fail=$((fail + $(echo "$last" | cut -d' ' -f3)))
+		kernel_log=$build/kernel-check.log
+		n=$(echo "$last" | cut -d' ' -f3)
+		fail=$((fail + n))
+		[ "$n" -eq 0 ] || failures="$failures
+  make kernel-check: $n failed"
 	else
 		echo "make kernel-check did not finish, see build/kernel-check.log"
-		fail=$((fail + 1))
+		failed "make kernel-check did not finish"
 	fi
 else
 	echo "kernel-check: qemu-system-x86_64 not found (make deps installs it)"
-	fail=$((fail + 1))
+	failed "kernel-check: no qemu"
 fi
 
+print_failures
 if [ "$skip" -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
 else
