@@ -649,6 +649,10 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 		pr_err("map sizes must be positive\n");
 		return -EINVAL;
 	}
+	if (o->walk_cost && (!o->no_cfi || o->ip_stacks || o->kernel_only)) {
+		pr_err("--walk-cost times the kernel's walks of user stacks: give it with --no-cfi, without --ip-stacks or --kernel-stack-only\n");
+		return -EINVAL;
+	}
 	err = set_max_stack(b);
 	if (err)
 		return err;
@@ -660,6 +664,7 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 
 	b->skel->rodata->user_stack = !o->kernel_only;
 	b->skel->rodata->user_build_id = !o->ip_stacks;
+	b->skel->rodata->walk_cost = o->walk_cost;
 	/* kernel frames as build-id + offset where the kernel can: it says at once */
 	b->skel->rodata->kern_build_id = !o->ip_stacks;
 	b->skel->rodata->kern_stack = !o->user_only;
@@ -1607,6 +1612,37 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	return bytes;
 }
 
+/*
+ * --walk-cost: the kernel walked every user stack twice, as IPs and with
+ * build-ids, each between two clock reads, and a third time nothing.  The
+ * programs that take stacks, less one walk or the other and the six clock
+ * reads, are what they would have cost with that walk alone, on the same
+ * samples.
+ */
+static void print_walk_cost(struct bpf_bstack *b, u64 stack_progs_ns, u64 taken)
+{
+	const __u64 *ns = b->skel->bss->walk_cost_ns;
+	u64 clock = ns[BPF_BSTACK_WALK_NONE];
+	u64 ip = ns[BPF_BSTACK_WALK_IP], bid = ns[BPF_BSTACK_WALK_BUILD_ID];
+
+	/* each walk's time holds a clock read too */
+	ip -= min(ip, clock);
+	bid -= min(bid, clock);
+	if (!b->opts.walk_cost)
+		return;
+	fprintf(stderr, "[ perf bstack: user stacks of %" PRIu64 " samples", taken);
+	fprintf(stderr, " each walked twice by the kernel: %" PRIu64 " ns per sample as IPs,",
+		ip / taken);
+	fprintf(stderr, " %" PRIu64 " ns with build-ids ]\n", bid / taken);
+	/* with kernel.bpf_stats_enabled=1 */
+	if (stack_progs_ns < ip + bid + 6 * clock)
+		return;
+	stack_progs_ns -= 6 * clock;
+	fprintf(stderr, "[ perf bstack: BPF programs taking stacks, one walk each:");
+	fprintf(stderr, " %" PRIu64 " ns per sample with build-ids, %" PRIu64 " ns with IPs ]\n",
+		(stack_progs_ns - ip) / taken, (stack_progs_ns - bid) / taken);
+}
+
 /* with kernel.bpf_stats_enabled=1, what each program that ran cost */
 static void print_prog_stats(struct bpf_bstack *b)
 {
@@ -1615,7 +1651,10 @@ static void print_prog_stats(struct bpf_bstack *b)
 		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
 		b->skel->progs.on_exec, b->skel->progs.on_dl_change,
 	};
+	/* the first four take stacks */
+	const size_t nr_stack_progs = 4;
 	u64 taken = max(b->last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL);
+	u64 stack_progs_ns = 0;
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(progs); i++) {
@@ -1625,6 +1664,8 @@ static void print_prog_stats(struct bpf_bstack *b)
 
 		if (fd < 0 || bpf_prog_get_info_by_fd(fd, &info, &len) || !info.run_cnt)
 			continue;
+		if (i < nr_stack_progs)
+			stack_progs_ns += info.run_time_ns;
 		/* runs include hits of tasks the filter rejected */
 		fprintf(stderr,
 			"[ perf bstack: BPF program %s ran %llu times, %llu ns per run, %llu ns per sample taken ]\n",
@@ -1632,6 +1673,7 @@ static void print_prog_stats(struct bpf_bstack *b)
 			(unsigned long long)(info.run_time_ns / info.run_cnt),
 			(unsigned long long)(info.run_time_ns / taken));
 	}
+	print_walk_cost(b, stack_progs_ns, taken);
 }
 
 /* How the user stacks were walked, and why the table walks that ended early did */

@@ -71,6 +71,7 @@ static const struct bstack_opt_key {
 	BSTACK_OPT("interval",		BSTACK_OPT_UINT, interval_ms),
 	BSTACK_OPT("no-mmap-tracking",	BSTACK_OPT_FLAG, no_mmap_tracking),
 	BSTACK_OPT("ip-stacks",		BSTACK_OPT_FLAG, ip_stacks),
+	BSTACK_OPT("walk-cost",		BSTACK_OPT_FLAG, walk_cost),
 	BSTACK_OPT("no-cfi",		BSTACK_OPT_FLAG, no_cfi),
 	BSTACK_OPT("cfi-rows",		BSTACK_OPT_INT,  cfi_rows),
 #undef BSTACK_OPT

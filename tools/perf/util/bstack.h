@@ -150,6 +150,7 @@ struct bpf_bstack_opts {
 	bool		kernel_only;
 	bool		no_mmap_tracking;
 	bool		ip_stacks;	/* bench: user stacks as IPs, the cost floor */
+	bool		walk_cost;	/* bench: time the kernel's two user stack walks */
 	bool		no_cfi;		/* user stacks by frame pointer only */
 	int		cfi_rows;	/* unwind table rows of all files */
 	bool		no_buildid_cache;	/* set by perf record -N, not a CONFIG key */

@@ -158,6 +158,29 @@ test_stack_kinds() {
 	grep -q '^COUNT ' "$tmp/user.script" || fail "no samples on CPU 0"
 }
 
+# --walk-cost (bench/kernel_cost.py) has the kernel walk each user stack
+# twice, as IPs and with build-ids, and times both: the build-id walk does
+# the IP walk's work and more.  The recording is the one without it.
+test_walk_cost() {
+	echo "--walk-cost times both walks of the same user stacks"
+	$perf bstack record --no-cfi --walk-cost -o "$tmp/walk.data" -- \
+		"$work" 1 "$child" "$lib" 2> "$tmp/walk.err" ||
+		{ fail "record --walk-cost: $(tail -n 1 "$tmp/walk.err")"; return; }
+	line=$(grep 'each walked twice by the kernel' "$tmp/walk.err")
+	ip=$(echo "$line" | sed -n 's/.* \([0-9]*\) ns per sample as IPs.*/\1/p')
+	bid=$(echo "$line" | sed -n 's/.* \([0-9]*\) ns with build-ids.*/\1/p')
+	[ "${ip:-0}" -gt 0 ] && [ "${bid:-0}" -gt "$ip" ] || fail "walk times: $line"
+	$perf bstack report -i "$tmp/walk.data" --folded 2> /dev/null |
+		grep -q ";main;bstack_work_middle;bstack_work_leaf" ||
+		fail "no stacks through main in the recording"
+	if $perf bstack record --walk-cost -o "$tmp/walk-cfi.data" -- true \
+		2> "$tmp/walk-cfi.err"; then
+		fail "--walk-cost without --no-cfi accepted"
+	fi
+	grep -q -- '--walk-cost .*--no-cfi' "$tmp/walk-cfi.err" ||
+		fail "--walk-cost without --no-cfi: $(cat "$tmp/walk-cfi.err")"
+}
+
 test_full_maps() {
 	echo "full maps lose samples and stacks, counted per cause"
 	$perf bstack record --map-entries 2 --count-entries 4 -o "$tmp/full.data" -- \
@@ -362,6 +385,7 @@ test_interval_aging
 test_no_mmap_tracking
 test_pid_target
 test_stack_kinds
+test_walk_cost
 test_full_maps
 test_drain_before_full
 test_drain_batches

@@ -229,6 +229,12 @@ const volatile __u32 max_frames = BPF_BSTACK_MAX_STACK;
 const volatile __u32 offcpu_event;
 const volatile int kern_build_id = 1;
 const volatile int cfi;		/* unwind with the tables where a process has them */
+/*
+ * --walk-cost: the kernel walks each user stack twice, as IPs and with
+ * build-ids, and both walks are timed: the two compared on the same samples
+ */
+const volatile int walk_cost;
+__u64 walk_cost_ns[BPF_BSTACK_WALKS];
 /* set at the first -EINVAL: this kernel has no BPF_F_KERNEL_BUILD_ID */
 int kern_build_id_failed;
 
@@ -278,6 +284,18 @@ static __always_inline long get_stack(void *ctx, void *frames, __u32 frame_size,
 		n = len / frame_size + DEPTH_HINT_MARGIN;
 		depth_hint[hint] = n < max ? n : max;
 	}
+	return len;
+}
+
+/* get_stack(), its time added to walk_cost_ns[walk] */
+static __always_inline long timed_get_stack(void *ctx, void *frames, __u32 frame_size,
+					    __u64 flags, int walk)
+{
+	__u64 start = bpf_ktime_get_ns();
+	long len = get_stack(ctx, frames, frame_size, flags);
+
+	if (walk >= 0 && walk < BPF_BSTACK_WALKS)
+		__sync_fetch_and_add(&walk_cost_ns[walk], bpf_ktime_get_ns() - start);
 	return len;
 }
 
@@ -417,7 +435,11 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	if (!buf)
 		return 0;
 
-	len = get_stack(ctx, buf->frame, sizeof(buf->frame[0]), flags);
+	if (user && walk_cost)
+		len = timed_get_stack(ctx, buf->frame, sizeof(buf->frame[0]), flags,
+				      BPF_BSTACK_WALK_BUILD_ID);
+	else
+		len = get_stack(ctx, buf->frame, sizeof(buf->frame[0]), flags);
 	if (!user && len == -EINVAL) {
 		kern_build_id_failed = 1;	/* the caller takes IPs instead */
 		return 0;
@@ -929,6 +951,26 @@ static __always_inline void remember_kern_stack(struct bpf_bstack_key *key)
 		bpf_map_update_elem(&bstack_kern_memo, &mk, &key->kern_stack, BPF_ANY);
 }
 
+/* --walk-cost: the user stack as IPs, timed and thrown away */
+static __always_inline void time_ip_walk(void *ctx)
+{
+	__u32 level = nest_level();
+	struct bpf_bstack_kern_stack *buf;
+
+	buf = bpf_map_lookup_elem(&bstack_kern_buf, &level);
+	if (buf)
+		timed_get_stack(ctx, buf->ip, sizeof(buf->ip[0]), BPF_F_USER_STACK,
+				BPF_BSTACK_WALK_IP);
+}
+
+/* --walk-cost: nothing, timed: the cost of the clock reads, to take off */
+static __always_inline void time_no_walk(void)
+{
+	__u64 start = bpf_ktime_get_ns();
+
+	__sync_fetch_and_add(&walk_cost_ns[BPF_BSTACK_WALK_NONE], bpf_ktime_get_ns() - start);
+}
+
 /*
  * The stacks of the current task into key, each stored once; the first
  * kern_skip kernel frames are the BPF machinery's.  At a system call
@@ -938,6 +980,11 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 					struct bpf_bstack_stats *stats, __u64 kern_skip,
 					bool syscall_entry)
 {
+	/* the first walk may find the stack's memory colder: take turns */
+	bool ip_walk_first = walk_cost && stats && (stats->stat[BPF_BSTACK_STAT_SAMPLES] & 1);
+
+	if (user_stack && ip_walk_first)
+		time_ip_walk(ctx);
 	if (user_stack && user_build_id && cfi && store_cfi_stack(stats, &key->user_stack))
 		;	/* walked with the tables */
 	else if (user_stack && user_build_id)
@@ -947,6 +994,10 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 						 BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
 						 BPF_BSTACK_STAT_USER_FULL,
 						 BPF_BSTACK_STAT_USER_UNSTORED);
+	if (user_stack && walk_cost && !ip_walk_first)
+		time_ip_walk(ctx);
+	if (user_stack && walk_cost)
+		time_no_walk();
 	if (kern_stack && syscall_entry && recall_kern_stack(key, stats))
 		return;
 	if (kern_stack && kern_stacks_as_bid())

@@ -69,6 +69,14 @@ struct bpf_bstack_stats {
 	__u64 stat[BPF_BSTACK_STAT_MAX];
 };
 
+/* The kernel's walks of user stacks that --walk-cost times */
+enum bpf_bstack_walk {
+	BPF_BSTACK_WALK_IP,		/* plain IPs */
+	BPF_BSTACK_WALK_BUILD_ID,	/* build-id + offset */
+	BPF_BSTACK_WALK_NONE,		/* no walk: what a clock read costs */
+	BPF_BSTACK_WALKS,
+};
+
 /*
  * One count per unique {event, pid, tid, cpu, comm, user stack, kernel
  * stack}.  The event is the index user space gave the event as its BPF
