@@ -22,6 +22,16 @@ script() {
 	perf bstack script -i "$1" 2> /dev/null
 }
 
+# the samples the COUNT records of a perf bstack script output add up to
+counts_sum() {
+	awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$1"
+}
+
+# the samples the recorder took, from the last STATS record of the output
+samples_taken() {
+	grep '^STATS ' "$1" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p'
+}
+
 test_interval() {
 	echo "--interval drains periodically, each stack once, no sample lost"
 	$perf bstack record -q --interval 300 -o "$tmp/int.data" -- \
@@ -31,8 +41,8 @@ test_interval() {
 	[ "$drains" -ge 5 ] || fail "only $drains drains in 2 s at 300 ms"
 	dups=$(awk '$1 == "STACK" { print $2 }' "$tmp/int.script" | sort | uniq -d | wc -l)
 	[ "$dups" = 0 ] || fail "$dups stacks written twice"
-	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/int.script")
-	samples=$(grep '^STATS ' "$tmp/int.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	sum=$(counts_sum "$tmp/int.script")
+	samples=$(samples_taken "$tmp/int.script")
 	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
 	# every count refers to a stack written before it
 	awk '$1 == "STACK" { seen[$2] = 1 }
@@ -54,7 +64,7 @@ test_interval_aging() {
 	$perf bstack report -i "$tmp/age.data" --stdio --no-children -g none \
 		--sort sym 2> /dev/null > "$tmp/age.report"
 	grep -q 'bstack_child_leaf' "$tmp/age.report" || fail "aged stacks do not resolve"
-	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/age.script")
+	sum=$(counts_sum "$tmp/age.script")
 	grep -q "^# bstack: $sum samples" "$tmp/age.report" ||
 		fail "report lost samples of rewritten stacks ($sum written)"
 }
@@ -112,8 +122,8 @@ test_compressed() {
 		"payload records written uncompressed"
 	grep -q '^81 ' "$tmp/z.types" || fail "no compressed records"
 	script "$tmp/z.data" > "$tmp/z.script"
-	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/z.script")
-	samples=$(grep '^STATS ' "$tmp/z.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	sum=$(counts_sum "$tmp/z.script")
+	samples=$(samples_taken "$tmp/z.script")
 	[ "$sum" -gt 0 ] && [ "$sum" = "$samples" ] ||
 		fail "-z: counts add up to $sum, $samples samples taken"
 	# perf record -z skips the build-id pass; with bstack it must not
@@ -205,8 +215,8 @@ test_drain_before_full() {
 	script "$tmp/fill.data" > "$tmp/fill.script"
 	counts=$(grep -c '^COUNT ' "$tmp/fill.script")
 	[ "$counts" -gt 128 ] || fail "only $counts counts: the map never had to be drained"
-	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/fill.script")
-	samples=$(grep '^STATS ' "$tmp/fill.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	sum=$(counts_sum "$tmp/fill.script")
+	samples=$(samples_taken "$tmp/fill.script")
 	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
 }
 
@@ -223,8 +233,8 @@ test_drain_batches() {
 	echo "  $counts counts in $drains drains"
 	[ "$counts" -gt $((2 * 1024 * drains)) ] ||
 		fail "only $counts counts in $drains drains: no drain of several batches"
-	sum=$(awk '$1 == "COUNT" { n += $2 } END { print n + 0 }' "$tmp/many.script")
-	samples=$(grep '^STATS ' "$tmp/many.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	sum=$(counts_sum "$tmp/many.script")
+	samples=$(samples_taken "$tmp/many.script")
 	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
 	dups=$(awk '$1 == "COUNT" { print $3, $5, $7, $9, $11, $NF }' "$tmp/many.script" |
 	       sort | uniq -d | wc -l)
@@ -367,7 +377,7 @@ test_record_config() {
 	grep -q '^STACK .* kernel' "$tmp/cfg.script" && fail "kernel stacks with user-stack-only"
 	awk '$1 == "STACK" && $4 > 32 { bad = 1 } END { exit bad }' "$tmp/cfg.script" ||
 		fail "a stack deeper than max-stack=32"
-	samples=$(grep '^STATS ' "$tmp/cfg.script" | tail -n 1 | sed -n 's/.* 0=\([0-9]*\).*/\1/p')
+	samples=$(samples_taken "$tmp/cfg.script")
 	# the workload is on CPU about half of its second
 	[ "${samples:-0}" -ge 50 ] || fail "${samples:-0} samples in 1 s at freq=199"
 	if perf record -q --bstack=freq=99,no-such-setting -e dummy -o "$tmp/cfg2.data" \
