@@ -838,7 +838,8 @@ struct bpf_bstack *bpf_bstack__prepare(struct evlist *evlist, struct target *tar
 	return ERR_PTR(err);
 }
 
-void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist)
+/* workload: the command perf starts, if it does */
+void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist, const char *workload)
 {
 	/* the forked workload: its children are followed by on_newtask */
 	if (b->profile_workload && evlist->workload.pid > 0) {
@@ -848,6 +849,8 @@ void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist)
 		bpf_map_update_elem(bpf_map__fd(b->skel->maps.bstack_task_filter),
 				    &pid, &val, BPF_ANY);
 	}
+	if (b->cfi && workload)
+		bpf_bstack_cfi__preload(b->cfi, workload);
 	/* without the thread, stacks are walked by frame pointer, as with no-cfi */
 	if (b->cfi && bpf_bstack_cfi__start(b->cfi)) {
 		bpf_bstack_cfi__delete(b->cfi);

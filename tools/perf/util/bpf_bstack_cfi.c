@@ -26,8 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <gelf.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <linux/bpf.h>
 #include <linux/compiler.h>
 #include <linux/err.h>
@@ -68,6 +71,7 @@ struct bpf_bstack_cfi {
 	u32			nr_no_table, nr_table_full, nr_too_many_maps;
 	u32			nr_saved, nr_save_failed;
 	u32			nr_from_cache;
+	u32			nr_preloaded;	/* before the workload ran */
 	u64			nr_asks_read;	/* asks the BPF program answered itself */
 	struct bpf_bstack_cfi_proc *proc_buf;	/* a process's entry, looked at */
 };
@@ -291,26 +295,22 @@ static void save_binary(struct bpf_bstack_cfi *cfi, const char *path, const char
 }
 
 /*
- * The index of the file mapped at start-end in pid: its table is built
- * the first time it is seen.  BPF_BSTACK_CFI_NO_FILE if it cannot be read.
+ * Add the file at path, whose device and inode are key, named name where
+ * it is mapped: its build-id, its copy in the build-id cache, its table,
+ * and its index for the BPF program.  BPF_BSTACK_CFI_NO_FILE if it cannot
+ * be read.
  */
-static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
-		      const struct bpf_bstack_cfi_file_id *key, const char *name)
+static u32 add_file(struct bpf_bstack_cfi *cfi, const struct bpf_bstack_cfi_file_id *key,
+		    const char *path, const char *name)
 {
 	struct bpf_bstack_cfi_file f = {};
 	struct bpf_bstack_cfi_file_id *k;
 	struct build_id bid;
-	char path[64];
-	long idx;
 	u32 i;
 	int fd;
 
-	if (hashmap__find(cfi->files, key, &idx))
-		return idx;
 	if (cfi->nr_files == cfi->max_files)
 		return BPF_BSTACK_CFI_NO_FILE;
-	/* the file as mapped: deleted, replaced or in another namespace */
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, start, end);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return BPF_BSTACK_CFI_NO_FILE;
@@ -338,6 +338,23 @@ static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
 	bpf_map_update_elem(bpf_map__fd(cfi->skel->maps.bstack_cfi_file_ids), key, &i, BPF_ANY);
 	cfi->nr_files++;
 	return i;
+}
+
+/*
+ * The index of the file mapped at start-end in pid: its table is built
+ * the first time it is seen.  BPF_BSTACK_CFI_NO_FILE if it cannot be read.
+ */
+static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
+		      const struct bpf_bstack_cfi_file_id *key, const char *name)
+{
+	char path[64];
+	long idx;
+
+	if (hashmap__find(cfi->files, key, &idx))
+		return idx;
+	/* the file as mapped: deleted, replaced or in another namespace */
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, start, end);
+	return add_file(cfi, key, path, name);
 }
 
 /* start_stack of /proc/PID/stat, the 28th field: it changes at each exec */
@@ -441,6 +458,269 @@ int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid)
 }
 
 /*
+ * The files of a program perf is about to start: the binary, its dynamic
+ * linker and the libraries it needs, at most this many
+ */
+#define PRELOAD_MAX_FILES	32
+#define PRELOAD_MAX_DIRS	8
+
+struct preload {
+	char	*files[PRELOAD_MAX_FILES];
+	int	nr_files;
+	char	*dirs[PRELOAD_MAX_DIRS];	/* where libraries are looked for */
+	int	nr_dirs;
+};
+
+static void preload_add_dir(struct preload *p, const char *dir, size_t len)
+{
+	char *d;
+	int i;
+
+	if (!len || p->nr_dirs == PRELOAD_MAX_DIRS)
+		return;
+	d = strndup(dir, len);
+	if (!d)
+		return;
+	for (i = 0; i < p->nr_dirs; i++) {
+		if (!strcmp(p->dirs[i], d)) {
+			free(d);
+			return;
+		}
+	}
+	p->dirs[p->nr_dirs++] = d;
+}
+
+static void preload_add_file(struct preload *p, const char *path)
+{
+	char *real = realpath(path, NULL);
+	int i;
+
+	if (!real)
+		return;
+	for (i = 0; i < p->nr_files; i++) {
+		if (!strcmp(p->files[i], real)) {
+			free(real);
+			return;
+		}
+	}
+	if (p->nr_files == PRELOAD_MAX_FILES) {
+		free(real);
+		return;
+	}
+	p->files[p->nr_files++] = real;
+}
+
+/*
+ * The dynamic linker's own directory is where the system's libraries are
+ * (/lib/x86_64-linux-gnu on Debian), the same under /usr, then the
+ * directories every dynamic linker looks in.
+ */
+static void preload_interp(struct preload *p, const char *interp)
+{
+	static const char * const dirs[] = { "/lib64", "/usr/lib64", "/lib", "/usr/lib" };
+	char *real = realpath(interp, NULL), usr[PATH_MAX];
+	size_t i;
+
+	preload_add_file(p, interp);
+	if (real) {
+		preload_add_dir(p, real, strrchr(real, '/') - real);
+		if (!strncmp(real, "/lib/", 5) &&
+		    snprintf(usr, sizeof(usr), "/usr%s", real) < (int)sizeof(usr))
+			preload_add_dir(p, usr, strrchr(usr, '/') - usr);
+		free(real);
+	}
+	for (i = 0; i < ARRAY_SIZE(dirs); i++)
+		preload_add_dir(p, dirs[i], strlen(dirs[i]));
+}
+
+/* A library the file at path needs, where the dynamic linker would find it */
+static void preload_needed(struct preload *p, const char *path, const char *runpath,
+			   const char *lib)
+{
+	char file[PATH_MAX];
+	const char *dir, *end;
+	int i;
+
+	if (strchr(lib, '/')) {
+		preload_add_file(p, lib);
+		return;
+	}
+	/* DT_RUNPATH first, with $ORIGIN: the directory of the file */
+	for (dir = runpath; dir && *dir; dir = *end ? end + 1 : end) {
+		end = dir + strcspn(dir, ":");
+		if (!strncmp(dir, "$ORIGIN", 7))
+			snprintf(file, sizeof(file), "%.*s%.*s/%s",
+				 (int)(strrchr(path, '/') - path), path,
+				 (int)(end - dir - 7), dir + 7, lib);
+		else
+			snprintf(file, sizeof(file), "%.*s/%s", (int)(end - dir), dir, lib);
+		if (!access(file, R_OK)) {
+			preload_add_file(p, file);
+			return;
+		}
+	}
+	for (i = 0; i < p->nr_dirs; i++) {
+		snprintf(file, sizeof(file), "%s/%s", p->dirs[i], lib);
+		if (!access(file, R_OK)) {
+			preload_add_file(p, file);
+			return;
+		}
+	}
+}
+
+/* The dynamic section of elf: DT_NEEDED and DT_RUNPATH (or DT_RPATH) */
+static void preload_dynamic(struct preload *p, const char *path, Elf *elf)
+{
+	const char *runpath = NULL;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	Elf_Data *data;
+	GElf_Dyn dyn;
+	size_t i, n;
+
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_DYNAMIC)
+			break;
+	}
+	data = scn ? elf_getdata(scn, NULL) : NULL;
+	if (!data || !shdr.sh_entsize)
+		return;
+	n = shdr.sh_size / shdr.sh_entsize;
+	for (i = 0; i < n && gelf_getdyn(data, i, &dyn); i++) {
+		if (dyn.d_tag == DT_RUNPATH || (dyn.d_tag == DT_RPATH && !runpath))
+			runpath = elf_strptr(elf, shdr.sh_link, dyn.d_un.d_val);
+	}
+	for (i = 0; i < n && gelf_getdyn(data, i, &dyn); i++) {
+		const char *lib;
+
+		if (dyn.d_tag != DT_NEEDED)
+			continue;
+		lib = elf_strptr(elf, shdr.sh_link, dyn.d_un.d_val);
+		if (lib)
+			preload_needed(p, path, runpath, lib);
+	}
+}
+
+/* The command as execvp() finds it */
+static char *find_command(const char *cmd)
+{
+	const char *path = getenv("PATH"), *dir, *end;
+	char file[PATH_MAX];
+
+	if (strchr(cmd, '/'))
+		return strdup(cmd);
+	for (dir = path; dir && *dir; dir = *end ? end + 1 : end) {
+		end = dir + strcspn(dir, ":");
+		snprintf(file, sizeof(file), "%.*s/%s", (int)(end - dir), dir, cmd);
+		if (!access(file, X_OK))
+			return strdup(file);
+	}
+	return NULL;
+}
+
+/*
+ * A script's interpreter, from its #! line.  With /usr/bin/env, also the
+ * program env finds and runs.
+ */
+static void preload_interpreter(struct preload *p, int fd)
+{
+	char line[PATH_MAX], *prog, *arg, *found;
+	ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
+
+	if (n < 3 || line[0] != '#' || line[1] != '!')
+		return;
+	line[n] = '\0';
+	prog = line + 2 + strspn(line + 2, " \t");
+	prog[strcspn(prog, " \t\n")] = '\0';
+	arg = prog + strlen(prog) + 1;
+	preload_add_file(p, prog);
+	if (arg < line + n && !strcmp(prog, "/usr/bin/env")) {
+		arg += strspn(arg, " \t");
+		arg[strcspn(arg, " \t\n")] = '\0';
+		found = *arg ? find_command(arg) : NULL;
+		if (found)
+			preload_add_file(p, found);
+		free(found);
+	}
+}
+
+/*
+ * The dynamic linker (PT_INTERP) of the ELF file at path and what it
+ * needs, or the interpreter of a script: false if path is no ELF file
+ */
+static bool preload_deps(struct preload *p, const char *path)
+{
+	char interp[PATH_MAX];
+	bool is_elf = false;
+	GElf_Phdr phdr;
+	size_t i, n;
+	Elf *elf;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF && !elf_getphdrnum(elf, &n)) {
+		is_elf = true;
+		for (i = 0; i < n && gelf_getphdr(elf, i, &phdr); i++) {
+			if (phdr.p_type != PT_INTERP || !phdr.p_filesz ||
+			    phdr.p_filesz >= sizeof(interp) ||
+			    pread(fd, interp, phdr.p_filesz, phdr.p_offset) != (ssize_t)phdr.p_filesz)
+				continue;
+			interp[phdr.p_filesz] = '\0';
+			preload_interp(p, interp);
+		}
+		preload_dynamic(p, path, elf);
+	} else {
+		preload_interpreter(p, fd);
+	}
+	elf_end(elf);
+	close(fd);
+	return is_elf;
+}
+
+/*
+ * Load the tables of the program perf starts, cmd, and of the files it
+ * will map first, before it runs: its exec then finds them all, and its
+ * first samples are unwound with them.  Without that, a program that ends
+ * within milliseconds is walked by frame pointer until user space has
+ * read its mappings.  Libraries are looked for as the dynamic linker
+ * would, bar its cache: one missed is loaded when it is mapped, as before.
+ */
+void bpf_bstack_cfi__preload(struct bpf_bstack_cfi *cfi, const char *cmd)
+{
+	struct bpf_bstack_cfi_file_id key;
+	struct preload p = {};
+	char *bin = find_command(cmd);
+	struct stat st;
+	long idx;
+	int i;
+
+	if (!bin)
+		return;
+	preload_add_file(&p, bin);
+	free(bin);
+	/* files queued while the ones before them are read */
+	for (i = 0; i < p.nr_files; i++) {
+		if (!preload_deps(&p, p.files[i]) || stat(p.files[i], &st))
+			continue;
+		key.dev = ((u64)major(st.st_dev) << 20) | minor(st.st_dev);	/* the kernel's dev_t */
+		key.ino = st.st_ino;
+		if (!hashmap__find(cfi->files, &key, &idx) &&
+		    add_file(cfi, &key, p.files[i], p.files[i]) != BPF_BSTACK_CFI_NO_FILE)
+			cfi->nr_preloaded++;
+	}
+	for (i = 0; i < p.nr_files; i++)
+		free(p.files[i]);
+	for (i = 0; i < p.nr_dirs; i++)
+		free(p.dirs[i]);
+	pr_debug("unwind tables of %s and %d files it needs loaded before it runs\n", cmd,
+		 p.nr_files - 1);
+}
+
+/*
  * The BPF program holds mappings of the process read after it asked: it
  * read them itself at the exec or dlopen() that followed (a sample taken
  * inside execve(), after the new image replaced the old one, asks for a
@@ -535,6 +815,7 @@ void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp)
 
 	fprintf(fp, "[ perf bstack: unwind tables: %u files (%u read from the build-id cache,",
 		cfi->nr_files, cfi->nr_from_cache);
+	fprintf(fp, " %u loaded before the command ran,", cfi->nr_preloaded);
 	fprintf(fp, " %u without .eh_frame,", cfi->nr_no_table);
 	fprintf(fp, " %u past the table's end), %u rows of %u (%.1f of %.1f MiB),",
 		cfi->nr_table_full, cfi->nr_rows, cfi->max_rows, cfi->nr_rows * mib,

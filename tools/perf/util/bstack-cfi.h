@@ -43,6 +43,7 @@ struct bpf_bstack_cfi;
 struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel, bool save_binaries);
 int bpf_bstack_cfi__start(struct bpf_bstack_cfi *cfi);
 int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid);
+void bpf_bstack_cfi__preload(struct bpf_bstack_cfi *cfi, const char *cmd);
 void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp);
 void bpf_bstack_cfi__delete(struct bpf_bstack_cfi *cfi);
 #endif

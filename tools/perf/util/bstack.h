@@ -172,7 +172,7 @@ struct bpf_bstack;
 #ifdef HAVE_BPF_SKEL
 struct bpf_bstack *bpf_bstack__prepare(struct evlist *evlist, struct target *target,
 				       const struct bpf_bstack_opts *opts);
-void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist);
+void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist, const char *workload);
 bool bpf_bstack__drain_due(struct bpf_bstack *b);
 int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool final);
 int bpf_bstack__mark_sample(struct bpf_bstack *b, struct machine *machine,
@@ -189,7 +189,8 @@ bpf_bstack__prepare(struct evlist *evlist __maybe_unused,
 }
 
 static inline void bpf_bstack__start(struct bpf_bstack *b __maybe_unused,
-				     struct evlist *evlist __maybe_unused)
+				     struct evlist *evlist __maybe_unused,
+				     const char *workload __maybe_unused)
 {
 }
 

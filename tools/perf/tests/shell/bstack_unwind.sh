@@ -84,6 +84,28 @@ sys.stdout.buffer.write(d[:24] + b"".join(reversed(rows)))' "$table" > "$tmp/dam
 	cmp -s "$tmp/damaged" "$table" && fail "the damaged table was not written again"
 }
 
+# perf loads the tables of the command it starts, of its dynamic linker
+# and of the libraries it needs before the command runs: a command that
+# ends within milliseconds is walked with them from its first stack on,
+# not by frame pointer until user space has read its mappings
+test_short_command() {
+	echo "a short command is unwound with tables from its first stack"
+	$perf bstack record -o "$tmp/short.data" -e sched:sched_process_fork \
+		--uprobe "$tmp/bstack_events:bstack_events_target" -- \
+		"$tmp/bstack_events" 3 2 0 2> "$tmp/short.err" ||
+		{ fail "record: $(tail -n 1 "$tmp/short.err")"; return; }
+	grep -qE 'unwind tables: .* [1-9][0-9]* loaded before the command ran' "$tmp/short.err" ||
+		fail "no table loaded beforehand: $(grep 'unwind tables' "$tmp/short.err")"
+	grep -qE 'user stacks: [1-9][0-9]* walked with unwind tables .*, 0 by frame pointer' \
+		"$tmp/short.err" ||
+		fail "stacks walked by frame pointer: $(grep 'user stacks:' "$tmp/short.err")"
+	# by frame pointer, the fork stacks ended at __libc_start_call_main
+	$perf bstack report -i "$tmp/short.data" --folded > "$tmp/short.folded" 2> /dev/null
+	n=$(bstack_folded_sum "$tmp/short.folded" "^sched:sched_process_fork;bstack_events;\
+_start;__libc_start_main[^;]*;__libc_start_call_main;main;bstack_events_fork_site;")
+	[ "$n" = 2 ] || fail "$n of 2 fork stacks from _start: $(grep fork_site "$tmp/short.folded")"
+}
+
 # A task sampled inside execve(), past the point where the new image
 # replaced the old one, has no user stack left to walk, and the exec's
 # tracepoint is about to read the new image's mappings in BPF: such
@@ -144,6 +166,7 @@ test_debian_xz() {
 
 test_whole_stacks
 test_tables_cached
+test_short_command
 test_exec_churn
 test_no_cfi
 test_uprobe_single_step
