@@ -665,11 +665,12 @@ static bool preload_deps(struct preload *p, const char *path)
 	if (elf && elf_kind(elf) == ELF_K_ELF && !elf_getphdrnum(elf, &n)) {
 		is_elf = true;
 		for (i = 0; i < n && gelf_getphdr(elf, i, &phdr); i++) {
-			if (phdr.p_type != PT_INTERP || !phdr.p_filesz ||
-			    phdr.p_filesz >= sizeof(interp) ||
-			    pread(fd, interp, phdr.p_filesz, phdr.p_offset) != (ssize_t)phdr.p_filesz)
+			size_t size = phdr.p_filesz;
+
+			if (phdr.p_type != PT_INTERP || !size || size >= sizeof(interp) ||
+			    pread(fd, interp, size, phdr.p_offset) != (ssize_t)size)
 				continue;
-			interp[phdr.p_filesz] = '\0';
+			interp[size] = '\0';
 			preload_interp(p, interp);
 		}
 		preload_dynamic(p, path, elf);
@@ -706,7 +707,8 @@ void bpf_bstack_cfi__preload(struct bpf_bstack_cfi *cfi, const char *cmd)
 	for (i = 0; i < p.nr_files; i++) {
 		if (!preload_deps(&p, p.files[i]) || stat(p.files[i], &st))
 			continue;
-		key.dev = ((u64)major(st.st_dev) << 20) | minor(st.st_dev);	/* the kernel's dev_t */
+		/* the kernel's dev_t, as the BPF program reads it */
+		key.dev = ((u64)major(st.st_dev) << 20) | minor(st.st_dev);
 		key.ino = st.st_ino;
 		if (!hashmap__find(cfi->files, &key, &idx) &&
 		    add_file(cfi, &key, p.files[i], p.files[i]) != BPF_BSTACK_CFI_NO_FILE)

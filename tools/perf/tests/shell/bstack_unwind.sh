@@ -103,7 +103,8 @@ test_short_command() {
 	$perf bstack report -i "$tmp/short.data" --folded > "$tmp/short.folded" 2> /dev/null
 	n=$(bstack_folded_sum "$tmp/short.folded" "^sched:sched_process_fork;bstack_events;\
 _start;__libc_start_main[^;]*;__libc_start_call_main;main;bstack_events_fork_site;")
-	[ "$n" = 2 ] || fail "$n of 2 fork stacks from _start: $(grep fork_site "$tmp/short.folded")"
+	[ "$n" = 2 ] ||
+		fail "$n of 2 fork stacks from _start: $(grep fork_site "$tmp/short.folded")"
 }
 
 # A task sampled inside execve(), past the point where the new image
