@@ -120,7 +120,8 @@ test_exec_churn() {
 		fail "no sample inside execve() counted: $(grep 'user stacks' "$tmp/exec.err")"
 	loads=$(sed -n 's/.* \([0-9]*\) process loads.*/\1/p' "$tmp/exec.err")
 	echo "  ${loads:-?} process loads for 500 execs"
-	[ "${loads:-500}" -le 125 ] || fail "${loads:-?} process loads for 500 execs"
+	# 70-100 here, 130 while a build ran; 200-260 when each exec was read
+	[ "${loads:-500}" -le 160 ] || fail "${loads:-?} process loads for 500 execs"
 }
 
 test_no_cfi() {
