@@ -471,43 +471,38 @@ struct preload {
 	int	nr_dirs;
 };
 
-static void preload_add_dir(struct preload *p, const char *dir, size_t len)
+/* Add s, allocated, to list unless it is there or full: list owns s, or it is freed */
+static void add_unique(char **list, int *nr, int max, char *s)
 {
-	char *d;
 	int i;
 
-	if (!len || p->nr_dirs == PRELOAD_MAX_DIRS)
-		return;
-	d = strndup(dir, len);
-	if (!d)
-		return;
-	for (i = 0; i < p->nr_dirs; i++) {
-		if (!strcmp(p->dirs[i], d)) {
-			free(d);
+	for (i = 0; i < *nr; i++) {
+		if (!strcmp(list[i], s)) {
+			free(s);
 			return;
 		}
 	}
-	p->dirs[p->nr_dirs++] = d;
+	if (*nr == max) {
+		free(s);
+		return;
+	}
+	list[(*nr)++] = s;
+}
+
+static void preload_add_dir(struct preload *p, const char *dir, size_t len)
+{
+	char *d = len ? strndup(dir, len) : NULL;
+
+	if (d)
+		add_unique(p->dirs, &p->nr_dirs, PRELOAD_MAX_DIRS, d);
 }
 
 static void preload_add_file(struct preload *p, const char *path)
 {
 	char *real = realpath(path, NULL);
-	int i;
 
-	if (!real)
-		return;
-	for (i = 0; i < p->nr_files; i++) {
-		if (!strcmp(p->files[i], real)) {
-			free(real);
-			return;
-		}
-	}
-	if (p->nr_files == PRELOAD_MAX_FILES) {
-		free(real);
-		return;
-	}
-	p->files[p->nr_files++] = real;
+	if (real)
+		add_unique(p->files, &p->nr_files, PRELOAD_MAX_FILES, real);
 }
 
 /*
