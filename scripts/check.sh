@@ -50,10 +50,10 @@ failed_test_logs() {
 	     /: FAILED!$/ { printf "%s%s\n", buf, $0; buf = "" }' "$1" | tail -n 60
 }
 
-# the end of the output: every check that failed, and why
+# the end of the output: the logs of what failed, then every check that
+# failed, with the perf tests' own words for why, last
 print_failures() {
 	[ "$fail" -gt 0 ] || return 0
-	echo "failed:$failures"
 	if grep -q ': FAILED!$' "$build/perf-test.log" 2> /dev/null; then
 		echo "--- perf tests that failed:"
 		failed_test_logs "$build/perf-test.log"
@@ -62,6 +62,9 @@ print_failures() {
 		echo "--- make kernel-check:"
 		grep -A 40 'FAILED!$' "$kernel_log" | tail -n 60
 	fi
+	echo "failed:"
+	echo "$failures" | sed '/^$/d'
+	grep -h '\[Failed' "$build/perf-test.log" 2> /dev/null | cut -c 1-400 | sed 's/^/    /'
 }
 
 # perf test looks for tools/perf/tests/shell below the current directory,
