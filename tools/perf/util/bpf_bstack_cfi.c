@@ -382,6 +382,12 @@ static int read_start_stack(int pid, __u64 *start_stack)
 	return 0;
 }
 
+/* The kernel's dev_t of a device, as the BPF program reads it from an inode */
+static u64 kernel_dev(unsigned int dev_major, unsigned int dev_minor)
+{
+	return ((u64)dev_major << 20) | dev_minor;
+}
+
 /* One line of /proc/PID/maps, if it maps code, into proc */
 static void add_mapping(struct bpf_bstack_cfi *cfi, int pid, struct bpf_bstack_cfi_proc *proc,
 			const char *line)
@@ -408,7 +414,7 @@ static void add_mapping(struct bpf_bstack_cfi *cfi, int pid, struct bpf_bstack_c
 	/* the vDSO and JIT code: by frame pointer, as IPs */
 	m->file = BPF_BSTACK_CFI_NO_FILE;
 	if (ino && line[pos] == '/') {
-		key.dev = ((u64)major << 20) | minor;	/* the kernel's dev_t */
+		key.dev = kernel_dev(major, minor);
 		key.ino = ino;
 		m->file = file_index(cfi, pid, start, end, &key, line + pos);
 	}
@@ -702,8 +708,7 @@ void bpf_bstack_cfi__preload(struct bpf_bstack_cfi *cfi, const char *cmd)
 	for (i = 0; i < p.nr_files; i++) {
 		if (!preload_deps(&p, p.files[i]) || stat(p.files[i], &st))
 			continue;
-		/* the kernel's dev_t, as the BPF program reads it */
-		key.dev = ((u64)major(st.st_dev) << 20) | minor(st.st_dev);
+		key.dev = kernel_dev(major(st.st_dev), minor(st.st_dev));
 		key.ino = st.st_ino;
 		if (!hashmap__find(cfi->files, &key, &idx) &&
 		    add_file(cfi, &key, p.files[i], p.files[i]) != BPF_BSTACK_CFI_NO_FILE)
