@@ -1628,11 +1628,11 @@ static void print_walk_cost(struct bpf_bstack *b, u64 stack_progs_ns, u64 taken)
 	u64 clock = ns[BPF_BSTACK_WALK_NONE];
 	u64 ip = ns[BPF_BSTACK_WALK_IP], bid = ns[BPF_BSTACK_WALK_BUILD_ID];
 
+	if (!b->opts.walk_cost)
+		return;
 	/* each walk's time holds a clock read too */
 	ip -= min(ip, clock);
 	bid -= min(bid, clock);
-	if (!b->opts.walk_cost)
-		return;
 	fprintf(stderr, "[ perf bstack: user stacks of %" PRIu64 " samples", taken);
 	fprintf(stderr, " each walked twice by the kernel: %" PRIu64 " ns per sample as IPs,",
 		ip / taken);
