@@ -139,6 +139,35 @@ test_agrees_with_perf_record() {
 	done
 }
 
+# samples of bstack_child_leaf in the report of "$@", -n
+leaf_samples() {
+	"$@" --stdio --no-children -g none -n -q 2> /dev/null |
+		awk '$NF == "bstack_child_leaf" { n += $2 } END { print n + 0 }'
+}
+
+test_pid_filter() {
+	echo "--pid keeps the samples of one child, not the entry of the first"
+	# the children's samples meet in one entry of -s sym: a filter must hide
+	# or show each sample, not the entry as its first sample was
+	pid=$(report --stdio --no-children -g none --sort pid,sym -n -q --comms bstack_child \
+		2> /dev/null | awk '$NF == "bstack_child_leaf" { sub(":.*", "", $3); print $3 }' |
+		tail -n 1)
+	[ -n "$pid" ] || { fail "no bstack_child samples"; return; }
+	all=$(leaf_samples report --sort sym --comms bstack_child)
+	own=$(leaf_samples report --sort pid,sym --pid "$pid")
+	one=$(leaf_samples report --sort sym --pid "$pid")
+	echo "  bstack_child_leaf: $all samples, $own of child $pid, $one with --pid $pid -s sym"
+	[ "$own" -gt 0 ] && [ "$own" -lt "$all" ] || fail "no other child to tell apart"
+	[ "$one" = "$own" ] || fail "--pid $pid -s sym counts $one samples, not $own"
+	# perf report of perf record -g of the same run, the same way
+	pid=$(perf report -i "$tmp/ref.data" --stdio --no-children -g none --sort pid,sym -n -q \
+		--comms bstack_child 2> /dev/null |
+		awk '$NF == "bstack_child_leaf" { sub(":.*", "", $3); print $3 }' | tail -n 1)
+	own=$(leaf_samples perf report -i "$tmp/ref.data" --sort pid,sym --pid "$pid")
+	one=$(leaf_samples perf report -i "$tmp/ref.data" --sort sym --pid "$pid")
+	[ "$one" = "$own" ] || fail "perf report --pid $pid -s sym: $one samples, not $own"
+}
+
 test_tui() {
 	echo "the TUI shows the workload's functions and the summary"
 	# a private server, running this perf whatever PATH an older server has
@@ -243,6 +272,7 @@ test_chains
 test_time
 test_ip_frames
 test_agrees_with_perf_record
+test_pid_filter
 test_tui
 test_inject
 test_rebuilt_and_deleted
