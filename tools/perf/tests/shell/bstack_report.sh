@@ -163,6 +163,7 @@ test_pid_filter() {
 	pid=$(perf report -i "$tmp/ref.data" --stdio --no-children -g none --sort pid,sym -n -q \
 		--comms bstack_child 2> /dev/null |
 		awk '$NF == "bstack_child_leaf" { sub(":.*", "", $3); print $3 }' | tail -n 1)
+	[ -n "$pid" ] || { fail "no bstack_child samples in perf record -g"; return; }
 	own=$(leaf_samples perf report -i "$tmp/ref.data" --sort pid,sym --pid "$pid")
 	one=$(leaf_samples perf report -i "$tmp/ref.data" --sort sym --pid "$pid")
 	[ "$one" = "$own" ] || fail "perf report --pid $pid -s sym: $one samples, not $own"
