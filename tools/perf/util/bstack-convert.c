@@ -741,7 +741,7 @@ static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid, 
 	mm->pid = pid;
 	mm->tid = pid;
 	mm->start = slot->base;
-	mm->len = SLOT_SIZE;
+	mm->len = slot->limit;	/* the file's size, as --sort dso_size shows */
 	mm->pgoff = 0;
 	mm->build_id_size = BUILD_ID_SIZE;
 	memcpy(mm->build_id, slot->build_id, BUILD_ID_SIZE);
@@ -856,9 +856,12 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 		sum->nr_unknown_frames += c->rec_counts;
 		return UNKNOWN_IP;
 	}
-	/* an IP frame's offset is within the map it was found in */
-	if (offset >= (f->status == BPF_STACK_BUILD_ID_VALID ? slot->limit : SLOT_SIZE)) {
-		/* a return address below the mapping comes back VALID with a huge offset */
+	/*
+	 * Code lies within its file: a return address below the mapping comes
+	 * back VALID with a huge offset, and the map written for the binary
+	 * ends with the file (limit), where its size is known.
+	 */
+	if (offset >= slot->limit) {
 		sum->nr_bogus_frames += c->rec_counts;
 		return UNKNOWN_IP;
 	}

@@ -71,6 +71,14 @@ test_resolution() {
 	grep -q 'lost 0 samples' "$tmp/flat" || fail "summary of losses"
 }
 
+test_dso_size() {
+	echo "a binary's map is as long as its file: --sort dso_size"
+	size=$(stat -c %s "$work")
+	report --stdio --no-children -g none --sort dso,dso_size -q 2> /dev/null > "$tmp/dso_size"
+	grep -qE "^ +[0-9.]+% +bstack_work +$size\$" "$tmp/dso_size" ||
+		fail "dso_size of bstack_work is not $size: $(grep bstack_work "$tmp/dso_size")"
+}
+
 test_chains() {
 	echo "call chains are the real ones: leaf, its caller, main"
 	report --folded > "$tmp/folded" 2> /dev/null
@@ -269,6 +277,7 @@ test_debuginfod() {
 }
 
 test_resolution
+test_dso_size
 test_chains
 test_time
 test_ip_frames
