@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """perf bstack on code without frame pointers: stacks, bytes and cost.
 
-  python3 bench/unwind.py [--smoke] [--repeats N] [--long FACTOR]
+  python3 bench/unwind.py [--smoke] [--repeats N] [--long FACTOR [--long-only]]
+                          [--programs LIST] [--profilers LIST]
                           [--out bench/RESULTS-unwind.md]
 
 Programs: Debian's xz, perl, sort and python3 (built without frame
@@ -26,9 +27,10 @@ The programs run for seconds, as profiled programs do: what a profiler
 costs once (loading, the header) is shown apart, as the bytes and CPU of
 a recording of 'true'.  "bstack" reads the unwind tables a recording
 before it left in the build-id cache; "bstack, tables built" records
-with an empty cache, building every table.  --long adds the cost of the CPU-bound programs
-run FACTOR times as long, where that once-only cost weighs little.  This
-machine is noisy: read the ratios.
+with an empty cache, building every table.  --long adds the cost of the
+CPU-bound programs run FACTOR times as long, where that once-only cost
+weighs less (--programs: some of them; --profilers: dwarf and some of the
+others).  This machine is noisy: read the ratios.
 """
 import argparse
 import os
@@ -229,7 +231,15 @@ def main():
                     help="also the cost of the CPU-bound programs run FACTOR times longer")
     ap.add_argument("--long-only", action="store_true",
                     help="with --long: that table alone")
+    ap.add_argument("--programs", metavar="LIST",
+                    help="with --long: these CPU-bound programs, comma-separated names")
+    ap.add_argument("--profilers", metavar="LIST",
+                    help="these profilers alone, comma-separated (record dwarf always)")
     opts = ap.parse_args()
+    if opts.profilers:
+        keep = ["record dwarf"] + opts.profilers.split(",")
+        for p in [p for p in PROFILERS if p not in keep]:
+            del PROFILERS[p]
     os.makedirs(BUILD, exist_ok=True)
     r = sh(["make", "-s", "-C", os.path.join(TOP, "tools/perf/tests/bstack"), "OUT=" + BUILD])
     if r.returncode:
@@ -242,7 +252,10 @@ def main():
              "`python3 bench/unwind.py%s --repeats %d`, %d Hz.  %s" %
              ((" --smoke" if opts.smoke else "") +
               (" --long %d" % opts.long if opts.long else "") +
-              (" --long-only" if opts.long_only else ""), opts.repeats, int(FREQ),
+              (" --long-only" if opts.long_only else "") +
+              (" --programs '%s'" % opts.programs if opts.programs else "") +
+              (" --profilers '%s'" % opts.profilers if opts.profilers else ""),
+              opts.repeats, int(FREQ),
               __doc__.split("\n\n")[2].replace("\n", " ")), ""]
     with tempfile.TemporaryDirectory() as tmp:
         progs = {} if opts.long_only else programs(tmp, opts.smoke)
@@ -259,10 +272,12 @@ def main():
                             for p, m in fixed.items()) + ".", ""]
         if opts.long:
             long_progs = cpu_programs(False, opts.long)
+            if opts.programs:
+                names = opts.programs.split(",")
+                long_progs = {n: c for n, c in long_progs.items() if n in names}
             lines += ["## Cost of runs %d times longer, once each" % opts.long, "",
-                      "The CPU-bound programs of the cost table, %d times as long (a "
-                      "minute or so): what a profiler costs once weighs little here." %
-                      opts.long, ""]
+                      "The CPU-bound programs of the cost table, %d times as long: what "
+                      "a profiler costs once weighs less here." % opts.long, ""]
             cost_table(lines, list(long_progs.items()), tmp, 1)
             lines.append("")
     with open(opts.out, "w") as f:
