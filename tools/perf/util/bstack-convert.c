@@ -700,7 +700,8 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 	slot->limit = SLOT_SIZE;
 	if (slot->dso) {
 		slot->available = find_or_fetch_binary(c, slot->dso, false, &size);
-		if (size)
+		/* a JIT image's file holds symbols, not the code they name */
+		if (size && !strstarts(dso__long_name(slot->dso), BPF_BSTACK_JIT_PREFIX))
 			slot->limit = size;
 		dso__set_hit(slot->dso);
 	}
@@ -741,7 +742,7 @@ static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid, 
 	mm->pid = pid;
 	mm->tid = pid;
 	mm->start = slot->base;
-	mm->len = slot->limit;	/* the file's size, as --sort dso_size shows */
+	mm->len = slot->limit;	/* the file's size, which --sort dso_size shows */
 	mm->pgoff = 0;
 	mm->build_id_size = BUILD_ID_SIZE;
 	memcpy(mm->build_id, slot->build_id, BUILD_ID_SIZE);
@@ -859,7 +860,8 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 	/*
 	 * Code lies within its file: a return address below the mapping comes
 	 * back VALID with a huge offset, and the map written for the binary
-	 * ends with the file (limit), where its size is known.
+	 * ends with the file (limit), where its size is known (not a JIT
+	 * image's: its IP frames lie where the JIT placed code).
 	 */
 	if (offset >= slot->limit) {
 		sum->nr_bogus_frames += c->rec_counts;
