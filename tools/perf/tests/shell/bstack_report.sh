@@ -153,13 +153,17 @@ leaf_samples() {
 		awk '$NF == "bstack_child_leaf" { n += $2 } END { print n + 0 }'
 }
 
+# the pid of the last child with bstack_child_leaf in the report of "$@"
+child_pid() {
+	"$@" --stdio --no-children -g none --sort pid,sym -n -q --comms bstack_child 2> /dev/null |
+		awk '$NF == "bstack_child_leaf" { sub(":.*", "", $3); print $3 }' | tail -n 1
+}
+
 test_pid_filter() {
 	echo "--pid keeps the samples of one child, not the entry of the first"
 	# the children's samples meet in one entry of -s sym: a filter must hide
 	# or show each sample, not the entry as its first sample was
-	pid=$(report --stdio --no-children -g none --sort pid,sym -n -q --comms bstack_child \
-		2> /dev/null | awk '$NF == "bstack_child_leaf" { sub(":.*", "", $3); print $3 }' |
-		tail -n 1)
+	pid=$(child_pid report)
 	[ -n "$pid" ] || { fail "no bstack_child samples"; return; }
 	all=$(leaf_samples report --sort sym --comms bstack_child)
 	own=$(leaf_samples report --sort pid,sym --pid "$pid")
@@ -168,9 +172,7 @@ test_pid_filter() {
 	[ "$own" -gt 0 ] && [ "$own" -lt "$all" ] || fail "no other child to tell apart"
 	[ "$one" = "$own" ] || fail "--pid $pid -s sym counts $one samples, not $own"
 	# perf report of perf record -g of the same run, the same way
-	pid=$(perf report -i "$tmp/ref.data" --stdio --no-children -g none --sort pid,sym -n -q \
-		--comms bstack_child 2> /dev/null |
-		awk '$NF == "bstack_child_leaf" { sub(":.*", "", $3); print $3 }' | tail -n 1)
+	pid=$(child_pid perf report -i "$tmp/ref.data")
 	[ -n "$pid" ] || { fail "no bstack_child samples in perf record -g"; return; }
 	own=$(leaf_samples perf report -i "$tmp/ref.data" --sort pid,sym --pid "$pid")
 	one=$(leaf_samples perf report -i "$tmp/ref.data" --sort sym --pid "$pid")
