@@ -32,8 +32,8 @@ import struct
 import subprocess
 import sys
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PERF = os.path.join(TOP, "perf")
+from run import PERF
+
 COUNT = struct.Struct("<HHIQQQQQIIII16s")	# struct bpf_bstack_rec_count
 REC_COUNT = 2
 PER_SAMPLE = 600
