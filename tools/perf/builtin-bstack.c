@@ -256,6 +256,18 @@ static void script_count(struct bpf_bstack_rec_count *c)
 	       c->last_ns / 1000000000, c->last_ns % 1000000000, c->event);
 }
 
+/* the counts a drain packed together, as if each were a COUNT record */
+static void script_counts(struct bpf_bstack_rec_counts *rec)
+{
+	struct bpf_bstack_counts_iter it;
+	struct bpf_bstack_rec_count c;
+
+	printf("COUNTS %u\n", rec->nr);
+	bpf_bstack__counts_begin(&it, rec);
+	while (bpf_bstack__counts_next(&it, &c) > 0)
+		script_count(&c);
+}
+
 static void script_host(struct bpf_bstack_rec_host *h)
 {
 	printf("HOST %u %s %s %s start %" PRIu64 ".%09" PRIu64 " samples %" PRIu64 "\n",
@@ -291,6 +303,8 @@ static int script_sample(const struct perf_tool *tool, union perf_event *event _
 		script_stack((void *)hdr);
 	else if (hdr->type == BPF_BSTACK_REC_COUNT)
 		script_count((void *)hdr);
+	else if (hdr->type == BPF_BSTACK_REC_COUNTS)
+		script_counts((void *)hdr);
 	else if (hdr->type == BPF_BSTACK_REC_EVENT)
 		script_event((void *)hdr);
 	else if (hdr->type == BPF_BSTACK_REC_HOST)

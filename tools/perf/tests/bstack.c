@@ -62,6 +62,28 @@ static struct bpf_bstack_rec_count *make_count(void)
 	return c;
 }
 
+/* three counts unlike each other, in the order of their first samples */
+static const struct bpf_bstack_rec_count packed_counts[] = {
+	{ .user_stack = 0x1122334455667788ULL, .kern_stack = 0x99, .count = 42,
+	  .first_ns = 1796415115636501244ULL, .last_ns = 1796415115636501244ULL + 5000,
+	  .pid = 1234, .tid = 1235, .cpu = 1, .event = 3, .comm = "bstack_child" },
+	{ .user_stack = 0xfedcba9876543210ULL, .kern_stack = 0, .count = 1ULL << 40,
+	  .first_ns = 1796415115636501244ULL, .last_ns = 1796415115636501244ULL,
+	  .pid = 4000000, .tid = 7, .cpu = 511, .event = 0, .comm = "a-comm-of-15chr" },
+	{ .user_stack = 0, .kern_stack = 0xffffffff81000000ULL, .count = 1,
+	  .first_ns = UINT64_MAX - 1, .last_ns = UINT64_MAX, .pid = 0, .tid = 0,
+	  .cpu = 0, .event = 63, .comm = "" },
+};
+
+static struct bpf_bstack_rec_counts *make_counts(void)
+{
+	struct bpf_bstack_rec_counts *c = (void *)buf;
+
+	memset(buf, 0, sizeof(buf));
+	bpf_bstack__pack_counts(c, sizeof(buf), packed_counts, ARRAY_SIZE(packed_counts));
+	return c;
+}
+
 static struct bpf_bstack_rec_event *make_event(void)
 {
 	struct bpf_bstack_rec_event *ev = (void *)buf;
@@ -145,6 +167,43 @@ static int expect_error(int want, u32 raw_size, bool swap)
 	return TEST_OK;
 }
 
+/* packed counts come back as the COUNT records they were, in both byte orders */
+static int counts_round_trip(void)
+{
+	const size_t max = sizeof(struct bpf_bstack_rec_counts) +
+			   ARRAY_SIZE(packed_counts) * BPF_BSTACK_PACKED_COUNT_MAX + 7;
+	struct bpf_bstack_rec_counts *rec = make_counts();
+	struct bpf_bstack_rec_count c, reversed[2];
+	struct bpf_bstack_counts_iter it;
+	size_t i = 0;
+	int err;
+
+	TEST_ASSERT_VAL("counts packed", rec->hdr.size && rec->hdr.size <= max &&
+			rec->hdr.size % sizeof(u64) == 0);
+	TEST_ASSERT_VAL("packed smaller than COUNT records",
+			rec->hdr.size < ARRAY_SIZE(packed_counts) * sizeof(c));
+	bpf_bstack__counts_begin(&it, rec);
+	while ((err = bpf_bstack__counts_next(&it, &c)) > 0) {
+		const struct bpf_bstack_rec_count *want = &packed_counts[i++];
+
+		TEST_ASSERT_VAL("a COUNT record", c.hdr.type == BPF_BSTACK_REC_COUNT &&
+				c.hdr.size == sizeof(c));
+		TEST_ASSERT_VAL("count unpacked as packed",
+				!memcmp((char *)&c + sizeof(c.hdr), (char *)want + sizeof(c.hdr),
+					sizeof(c) - sizeof(c.hdr)));
+	}
+	TEST_ASSERT_VAL("every count unpacked", !err && i == ARRAY_SIZE(packed_counts));
+
+	reversed[0] = packed_counts[2];
+	reversed[1] = packed_counts[0];
+	TEST_ASSERT_VAL("counts out of order refused",
+			!bpf_bstack__pack_counts((void *)buf, sizeof(buf), reversed, 2));
+	TEST_ASSERT_VAL("counts that do not fit refused",
+			!bpf_bstack__pack_counts((void *)buf, 64, packed_counts, 3));
+	make_counts();
+	return round_trip("packed counts");
+}
+
 static int test__bstack_payload_roundtrip(struct test_suite *test __maybe_unused,
 					  int subtest __maybe_unused)
 {
@@ -170,6 +229,9 @@ static int test__bstack_payload_roundtrip(struct test_suite *test __maybe_unused
 	if (round_trip("count") != TEST_OK)
 		return TEST_FAIL;
 
+	if (counts_round_trip() != TEST_OK)
+		return TEST_FAIL;
+
 	make_event();
 	if (round_trip("event") != TEST_OK)
 		return TEST_FAIL;
@@ -180,6 +242,56 @@ static int test__bstack_payload_roundtrip(struct test_suite *test __maybe_unused
 
 	make_stats();
 	return round_trip("stats");
+}
+
+static int damaged_counts(void)
+{
+	struct bpf_bstack_rec_count one[1];
+	struct bpf_bstack_rec_counts *cs;
+	u8 *end;
+
+	cs = make_counts();
+	end = (u8 *)cs + cs->hdr.size;
+	while (!end[-1])
+		end--;		/* the last comm's NUL and the padding */
+	cs->hdr.size = end - (u8 *)cs;
+	TEST_ASSERT_VAL("packed counts cut short",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	cs = make_counts();
+	cs->nr--;		/* and the bytes of the last one left over */
+	TEST_ASSERT_VAL("fewer packed counts than the record holds",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	cs = make_counts();
+	cs->nr = 0x7fffffff;	/* size arithmetic must not wrap */
+	TEST_ASSERT_VAL("huge number of packed counts",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	cs = make_counts();
+	cs->hdr.size += 8;	/* a word of zeroes: more than padding */
+	TEST_ASSERT_VAL("packed counts with bytes to spare",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	cs = make_counts();
+	memset((u8 *)cs + sizeof(*cs) + 6 * sizeof(u64), 0xff, 11);	/* a varint of 11 bytes */
+	TEST_ASSERT_VAL("a varint past 64 bits",
+			expect_error(-EBADMSG, sizeof(buf), false) == TEST_OK);
+
+	cs = (void *)buf;
+	memcpy(one, packed_counts, sizeof(one));
+	one[0].event = BPF_BSTACK_MAX_EVENTS;
+	bpf_bstack__pack_counts(cs, sizeof(buf), one, 1);
+	TEST_ASSERT_VAL("packed count of an impossible event",
+			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
+
+	/* the same damage in a foreign-endian record: swapping must not overrun */
+	cs = make_counts();
+	cs->nr = 0x7fffffff;
+	bpf_bstack__swap(buf, /*to_host=*/false);
+	TEST_ASSERT_VAL("huge number of packed counts, swapped",
+			expect_error(-EBADMSG, sizeof(buf), true) == TEST_OK);
+	return TEST_OK;
 }
 
 static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
@@ -228,7 +340,7 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 			expect_error(-EINVAL, sizeof(buf), false) == TEST_OK);
 
 	s = make_user_stack();
-	s->hdr.type = 6;
+	s->hdr.type = 99;
 	TEST_ASSERT_VAL("unknown record type",
 			expect_error(-ENOTSUP, sizeof(buf), false) == TEST_OK);
 
@@ -246,6 +358,9 @@ static int test__bstack_payload_damaged(struct test_suite *test __maybe_unused,
 	c->event = BPF_BSTACK_MAX_EVENTS;	/* an index past the event table */
 	TEST_ASSERT_VAL("count of an impossible event",
 			expect_error(-E2BIG, sizeof(buf), false) == TEST_OK);
+
+	if (damaged_counts() != TEST_OK)
+		return TEST_FAIL;
 
 	ev = make_event();
 	memset(ev->name, 'x', sizeof(ev->name));	/* no NUL */

@@ -900,6 +900,11 @@ struct bstack_writer {
 	u64			payload[(sizeof(struct bpf_bstack_rec_stack) +
 				 sizeof(struct bpf_bstack_user_stack)) / sizeof(u64) + 1];
 	struct bpf_bstack_user_stack	value;	/* of a stack map (any: nr first) */
+	/* the counts of the drain, written packed at its end */
+	struct bpf_bstack_rec_count	*counts;
+	size_t			nr_counts;
+	size_t			alloc_counts;
+	u64			packed[BPF_BSTACK_COUNTS_MAX_SIZE / sizeof(u64) + 1];
 	/* with perf record -z: records gathered here, written compressed */
 	char			*zbuf;
 	size_t			zlen;
@@ -967,10 +972,10 @@ static int write_event(struct bstack_writer *w, void *event, size_t size)
 	return 0;
 }
 
-static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
-			u64 time, u64 period)
+static int write_payload(struct bstack_writer *w, void *payload, u32 pid, u32 tid, u32 cpu,
+			 u64 time, u64 period)
 {
-	struct bpf_bstack_rec_hdr *hdr = (void *)w->payload;
+	struct bpf_bstack_rec_hdr *hdr = payload;
 	struct perf_sample sample = {
 		.pid		= pid,
 		.tid		= tid,
@@ -979,7 +984,7 @@ static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 		.period		= period,
 		.id		= w->sid,
 		.stream_id	= w->sid,
-		.raw_data	= w->payload,
+		.raw_data	= payload,
 		/* the kernel keeps raw_size + its u32 size field 8-byte aligned */
 		.raw_size	= hdr->size + sizeof(u32),
 	};
@@ -994,6 +999,12 @@ static int write_record(struct bstack_writer *w, u32 pid, u32 tid, u32 cpu,
 	w->event.hdr.size = size;
 	perf_event__synthesize_sample((union perf_event *)&w->event, w->sample_type, 0, &sample);
 	return write_event(w, &w->event, size);
+}
+
+/* The record in w->payload, of no task, at the drain's time */
+static int write_record(struct bstack_writer *w)
+{
+	return write_payload(w, w->payload, -1, -1, 0, w->now, 0);
 }
 
 static_assert(offsetof(struct bpf_bstack_user_stack, frame) ==
@@ -1049,7 +1060,7 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 	bpf_bstack__init_hdr(&rec->hdr, BPF_BSTACK_REC_STACK,
 			     bpf_bstack__stack_size(kind, nr));
 
-	err = write_record(w, -1, -1, 0, w->now, 0);
+	err = write_record(w);
 	if (!err)
 		err = hashmap__add(b->written, id, b->drain_gen);
 	return err ?: 1;
@@ -1144,11 +1155,12 @@ static void note_jit_candidate(struct bpf_bstack *b, u32 pid)
 		free(m);
 }
 
+/* Write the stacks of a count the first time, and keep it for write_packed_counts() */
 static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key,
 		       const struct bpf_bstack_count *val)
 {
 	struct bpf_bstack *b = w->b;
-	struct bpf_bstack_rec_count *rec = (void *)w->payload;
+	struct bpf_bstack_rec_count *rec;
 	int err;
 
 	err = write_stack(w, key->user_stack, b->opts.ip_stacks ?
@@ -1164,8 +1176,17 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	if (err < 0)
 		return err;
 
+	if (w->nr_counts == w->alloc_counts) {
+		size_t n = w->alloc_counts ? 2 * w->alloc_counts : 1024;
+		void *p = realloc(w->counts, n * sizeof(*w->counts));
+
+		if (!p)
+			return -ENOMEM;
+		w->counts = p;
+		w->alloc_counts = n;
+	}
+	rec = &w->counts[w->nr_counts++];
 	memset(rec, 0, sizeof(*rec));
-	bpf_bstack__init_hdr(&rec->hdr, BPF_BSTACK_REC_COUNT, sizeof(*rec));
 	rec->user_stack = key->user_stack;
 	rec->kern_stack = key->kern_stack;
 	rec->count = val->count;
@@ -1176,11 +1197,45 @@ static int write_count(struct bstack_writer *w, const struct bpf_bstack_key *key
 	rec->cpu = key->cpu;
 	rec->event = key->event;
 	memcpy(rec->comm, key->comm, sizeof(rec->comm));
-	/*
-	 * At the drain's time, not the last hit's: a record older than what
-	 * perf has read from the ring buffers would reach readers out of order
-	 */
-	return write_record(w, key->pid, key->tid, key->cpu, w->now, val->count);
+	return 0;
+}
+
+static int cmp_first_ns(const void *a, const void *b)
+{
+	const struct bpf_bstack_rec_count *ca = a, *cb = b;
+
+	if (ca->first_ns != cb->first_ns)
+		return ca->first_ns < cb->first_ns ? -1 : 1;
+	return 0;
+}
+
+/*
+ * The counts of the drain, packed a few hundred to a COUNTS record: side
+ * by side, sorted by time, the ids of the stacks tasks share and the
+ * times compress to a tenth of what COUNT records take.  At the drain's
+ * time, not the hits': a record older than what perf has read from the
+ * ring buffers would reach readers out of order.
+ */
+static int write_packed_counts(struct bstack_writer *w)
+{
+	struct bpf_bstack_rec_counts *rec = (void *)w->packed;
+	size_t i, j;
+	int err = 0;
+
+	if (w->nr_counts)
+		qsort(w->counts, w->nr_counts, sizeof(*w->counts), cmp_first_ns);
+	for (i = 0; i < w->nr_counts && !err; i += BPF_BSTACK_COUNTS_PER_RECORD) {
+		u32 n = min_t(size_t, w->nr_counts - i, BPF_BSTACK_COUNTS_PER_RECORD);
+		u64 period = 0;
+
+		if (!bpf_bstack__pack_counts(rec, sizeof(w->packed), &w->counts[i], n))
+			return -EINVAL;
+		for (j = i; j < i + n; j++)
+			period += w->counts[j].count;
+		err = write_payload(w, rec, -1, -1, 0, w->now, period);
+	}
+	w->nr_counts = 0;
+	return err;
 }
 
 /*
@@ -1424,7 +1479,7 @@ static int write_stats(struct bstack_writer *w)
 	rec->nr = BPF_BSTACK_STAT_MAX;
 	rec->reserved = 0;
 	memcpy(rec->stat, b->last_stats.stat, sizeof(b->last_stats.stat));
-	return write_record(w, -1, -1, 0, w->now, 0);
+	return write_record(w);
 }
 
 /* Name the events, once, before the first count that refers to them */
@@ -1441,7 +1496,7 @@ static int write_events(struct bstack_writer *w)
 		rec->kind = b->events[i].kind;
 		memcpy(rec->name, b->events[i].name, sizeof(rec->name));
 		rec->name[sizeof(rec->name) - 1] = '\0';
-		err = write_record(w, -1, -1, 0, w->now, 0);
+		err = write_record(w);
 		if (err)
 			return err;
 	}
@@ -1590,6 +1645,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 		err = drain_counts(w, active ? b->skel->maps.bstack_counts0 :
 					       b->skel->maps.bstack_counts1);
 	if (!err)
+		err = write_packed_counts(w);
+	if (!err)
 		err = write_jit_images(w);
 	if (!err)
 		err = write_stats(w);
@@ -1609,6 +1666,7 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 
 	b->drained_final = final;
 	bytes = w->bytes;
+	free(w->counts);
 	free(w->zbuf);
 	free(w->zout);
 	free(w);

@@ -221,13 +221,41 @@ static const char *host_name(struct bstack_conv *c, u32 pid)
 	return c->sum->hosts[host].name;
 }
 
+static int add_count(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
+{
+	if (c->nr_counts == c->alloc_counts) {
+		size_t n = c->alloc_counts ? c->alloc_counts * 2 : 1024;
+		void *p = realloc(c->counts, n * sizeof(*c->counts));
+
+		if (!p)
+			return -ENOMEM;
+		c->counts = p;
+		c->alloc_counts = n;
+	}
+	c->counts[c->nr_counts++] = *cnt;
+	c->sum->nr_events = max(c->sum->nr_events, cnt->event + 1);
+	return 0;
+}
+
+/* decoded, so every count in it unpacks */
+static int add_packed_counts(struct bstack_conv *c, const struct bpf_bstack_rec_counts *rec)
+{
+	struct bpf_bstack_counts_iter it;
+	struct bpf_bstack_rec_count cnt;
+	int err = 0;
+
+	bpf_bstack__counts_begin(&it, rec);
+	while (!err && bpf_bstack__counts_next(&it, &cnt) > 0)
+		err = add_count(c, &cnt);
+	return err;
+}
+
 /* Input side: keep every bstack record, in host byte order */
 static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 {
 	struct bpf_bstack_summary *sum = c->sum;
 	struct bpf_bstack_rec_stack *stack;
 	struct bpf_bstack_rec_stats *st;
-	struct bpf_bstack_rec_count *cnt;
 	struct bpf_bstack_rec_event *ev;
 	u32 i;
 
@@ -248,18 +276,9 @@ static int add_record(struct bstack_conv *c, struct bpf_bstack_rec_hdr *hdr)
 			sum->nr_user_stacks++;
 		return 0;
 	case BPF_BSTACK_REC_COUNT:
-		if (c->nr_counts == c->alloc_counts) {
-			size_t n = c->alloc_counts ? c->alloc_counts * 2 : 1024;
-			void *p = realloc(c->counts, n * sizeof(*c->counts));
-
-			if (!p)
-				return -ENOMEM;
-			c->counts = p;
-			c->alloc_counts = n;
-		}
-		cnt = memcpy(&c->counts[c->nr_counts++], hdr, sizeof(*c->counts));
-		sum->nr_events = max(sum->nr_events, cnt->event + 1);
-		return 0;
+		return add_count(c, (void *)hdr);
+	case BPF_BSTACK_REC_COUNTS:
+		return add_packed_counts(c, (void *)hdr);
 	case BPF_BSTACK_REC_STATS:
 		/* cumulative: the last drain has them all */
 		st = (void *)hdr;

@@ -227,13 +227,13 @@ static int merge_event(struct bstack_merge *m, const struct bpf_bstack_rec_event
 	return 0;
 }
 
-static int merge_count(struct bstack_merge *m, struct bpf_bstack_rec_count *cnt,
-		       struct perf_sample *sample)
+/* A count of the input as the merge's: its host's pids, the merge's events */
+static int merged_count(struct bstack_merge *m, const struct bpf_bstack_rec_count *cnt,
+			struct perf_sample *sample, struct bpf_bstack_rec_count *out)
 {
-	struct bpf_bstack_rec_count *out = m->payload;
 	int err;
 
-	memcpy(out, cnt, sizeof(*out));
+	*out = *cnt;
 	err = merged_pid(m, &out->pid) ?: merged_pid(m, &out->tid);
 	if (err)
 		return err;
@@ -258,7 +258,42 @@ static int merge_count(struct bstack_merge *m, struct bpf_bstack_rec_count *cnt,
 	if (cnt->first_ns && (!m->in_first_ns || cnt->first_ns < m->in_first_ns))
 		m->in_first_ns = cnt->first_ns;
 	m->nr_counts++;
-	return write_record(m, sample, m->payload);
+	return 0;
+}
+
+static int merge_count(struct bstack_merge *m, const struct bpf_bstack_rec_count *cnt,
+		       struct perf_sample *sample)
+{
+	return merged_count(m, cnt, sample, m->payload) ?: write_record(m, sample, m->payload);
+}
+
+/* Packed counts stay packed, as many to a record as the input had */
+static int merge_packed_counts(struct bstack_merge *m, const struct bpf_bstack_rec_counts *rec,
+			       struct perf_sample *sample)
+{
+	struct bpf_bstack_rec_count *out;
+	struct bpf_bstack_counts_iter it;
+	struct bpf_bstack_rec_count cnt;
+	u32 nr = 0, i;
+	int err = 0;
+
+	out = calloc(rec->nr ?: 1, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	bpf_bstack__counts_begin(&it, rec);
+	while (!err && bpf_bstack__counts_next(&it, &cnt) > 0)
+		err = merged_count(m, &cnt, sample, &out[nr++]);
+	/* a hostile input may pack more than one record of ours holds */
+	for (i = 0; i < nr && !err; i += BPF_BSTACK_COUNTS_PER_RECORD) {
+		u32 n = min_t(u32, nr - i, BPF_BSTACK_COUNTS_PER_RECORD);
+
+		if (!bpf_bstack__pack_counts(m->payload, BPF_BSTACK_COUNTS_MAX_SIZE, &out[i], n))
+			err = -EINVAL;
+		else
+			err = write_record(m, sample, m->payload);
+	}
+	free(out);
+	return err;
 }
 
 /*
@@ -317,6 +352,9 @@ static int merge_sample(const struct perf_tool *tool, union perf_event *event __
 		break;
 	case BPF_BSTACK_REC_COUNT:
 		err = merge_count(m, (void *)hdr, sample);
+		break;
+	case BPF_BSTACK_REC_COUNTS:
+		err = merge_packed_counts(m, (void *)hdr, sample);
 		break;
 	case BPF_BSTACK_REC_STATS:
 		/* cumulative: the input's last has them all */

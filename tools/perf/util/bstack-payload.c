@@ -19,6 +19,7 @@ static_assert(sizeof(struct bpf_bstack_frame) == sizeof(struct bpf_stack_build_i
 	      "bstack frames must have the kernel's layout");
 static_assert(sizeof(struct bpf_bstack_rec_stack) % sizeof(u64) == 0, "aligned");
 static_assert(sizeof(struct bpf_bstack_rec_count) % sizeof(u64) == 0, "aligned");
+static_assert(sizeof(struct bpf_bstack_rec_counts) % sizeof(u64) == 0, "aligned");
 
 static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_SAMPLES]	 = "samples",
@@ -168,6 +169,20 @@ static void swap_count(struct bpf_bstack_rec_count *c)
 	c->event = bswap_32(c->event);
 }
 
+/* only the header and the stack ids: the varints are bytes */
+static void swap_counts(struct bpf_bstack_rec_counts *c, bool to_host)
+{
+	u32 nr = c->nr;
+
+	c->nr = bswap_32(c->nr);
+	c->reserved = bswap_32(c->reserved);
+	c->base_ns = bswap_64(c->base_ns);
+	if (to_host)
+		nr = c->nr;
+	if (nr <= (c->hdr.size - sizeof(*c)) / (2 * sizeof(u64)))
+		swap_u64s(c->stack, 2 * (size_t)nr);
+}
+
 static void swap_event(struct bpf_bstack_rec_event *e)
 {
 	e->index = bswap_32(e->index);
@@ -221,6 +236,8 @@ void bpf_bstack__swap(void *rec, bool to_host)
 		swap_event(rec);
 	else if (type == BPF_BSTACK_REC_HOST && size >= sizeof(struct bpf_bstack_rec_host))
 		swap_host(rec);
+	else if (type == BPF_BSTACK_REC_COUNTS && size >= sizeof(struct bpf_bstack_rec_counts))
+		swap_counts(rec, to_host);
 
 	if (!to_host)
 		swap_hdr(hdr);
@@ -267,6 +284,41 @@ static int check_host(const struct bpf_bstack_rec_host *h)
 	return h->index < BPF_BSTACK_MAX_HOSTS ? 0 : -E2BIG;
 }
 
+static int check_count(const struct bpf_bstack_rec_count *c)
+{
+	if (c->hdr.size != sizeof(*c))
+		return -EBADMSG;
+	return c->event < BPF_BSTACK_MAX_EVENTS ? 0 : -E2BIG;
+}
+
+enum counts_column {
+	COL_COUNT, COL_FIRST, COL_SPAN, COL_PID, COL_TID, COL_CPU, COL_EVENT, COL_COMM,
+};
+
+/* every packed count decodes, and nothing but padding follows them */
+static int check_counts(const struct bpf_bstack_rec_counts *rec)
+{
+	struct bpf_bstack_counts_iter it;
+	struct bpf_bstack_rec_count c;
+	bool big = false;
+	const u8 *p;
+	int err;
+
+	if (rec->hdr.size < sizeof(*rec) || rec->reserved)
+		return -EBADMSG;
+	bpf_bstack__counts_begin(&it, rec);
+	/* a size that lies is told before the values it made up */
+	while ((err = bpf_bstack__counts_next(&it, &c)) > 0)
+		big |= c.event >= BPF_BSTACK_MAX_EVENTS;
+	if (err)
+		return err;
+	for (p = it.col[COL_COMM]; p < it.end; p++) {
+		if (*p || it.end - it.col[COL_COMM] >= (long)sizeof(u64))
+			return -EBADMSG;
+	}
+	return big ? -E2BIG : 0;
+}
+
 static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 {
 	const struct bpf_bstack_rec_stats *stats;
@@ -275,10 +327,9 @@ static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 	case BPF_BSTACK_REC_STACK:
 		return check_stack((const void *)hdr);
 	case BPF_BSTACK_REC_COUNT:
-		if (hdr->size != sizeof(struct bpf_bstack_rec_count))
-			return -EBADMSG;
-		return ((const struct bpf_bstack_rec_count *)hdr)->event < BPF_BSTACK_MAX_EVENTS ?
-		       0 : -E2BIG;
+		return check_count((const void *)hdr);
+	case BPF_BSTACK_REC_COUNTS:
+		return check_counts((const void *)hdr);
 	case BPF_BSTACK_REC_STATS:
 		stats = (const void *)hdr;
 		if (hdr->size < sizeof(*stats))
@@ -293,6 +344,223 @@ static int check_record(const struct bpf_bstack_rec_hdr *hdr)
 	default:
 		return -ENOTSUP;
 	}
+}
+
+static size_t varint_size(u64 v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static u8 *put_varint(u8 *p, u64 v)
+{
+	while (v >= 0x80) {
+		*p++ = (v & 0x7f) | 0x80;
+		v >>= 7;
+	}
+	*p++ = v;
+	return p;
+}
+
+/* tid - pid, small either way, as a small unsigned number */
+static u64 zigzag(u32 pid, u32 tid)
+{
+	s64 d = (s64)tid - pid;
+
+	return d < 0 ? (u64)(-d) * 2 - 1 : (u64)d * 2;
+}
+
+static u32 unzigzag(u32 pid, u64 z)
+{
+	return z & 1 ? pid - (u32)((z + 1) / 2) : pid + (u32)(z / 2);
+}
+
+static u64 count_field(const struct bpf_bstack_rec_count *c, enum counts_column col,
+		       u64 prev_first)
+{
+	switch (col) {
+	case COL_COUNT:
+		return c->count;
+	case COL_FIRST:
+		return c->first_ns - prev_first;
+	case COL_SPAN:
+		return c->last_ns - c->first_ns;
+	case COL_PID:
+		return c->pid;
+	case COL_TID:
+		return zigzag(c->pid, c->tid);
+	case COL_CPU:
+		return c->cpu;
+	case COL_EVENT:
+		return c->event;
+	case COL_COMM:
+	default:
+		return 0;	/* not a number */
+	}
+}
+
+/*
+ * Pack nr COUNTs, sorted by first_ns, into a COUNTS record of at most size
+ * bytes (BPF_BSTACK_PACKED_COUNT_MAX a count is always enough).  Returns
+ * the record's size, or 0 when they do not fit or are not in order.
+ */
+size_t bpf_bstack__pack_counts(struct bpf_bstack_rec_counts *rec, size_t size,
+			       const struct bpf_bstack_rec_count *count, u32 nr)
+{
+	size_t fixed = sizeof(*rec) + 2 * sizeof(u64) * (size_t)nr;
+	u8 *p = (u8 *)rec + fixed, *end = (u8 *)rec + size;
+	enum counts_column col;
+	u32 i;
+
+	if (fixed > size)
+		return 0;
+	memset(rec, 0, sizeof(*rec));
+	rec->nr = nr;
+	rec->base_ns = nr ? count[0].first_ns : 0;
+	for (i = 0; i < nr; i++) {
+		if (i && count[i].first_ns < count[i - 1].first_ns)
+			return 0;
+		rec->stack[i] = count[i].user_stack;
+		rec->stack[nr + i] = count[i].kern_stack;
+	}
+	for (col = COL_COUNT; col < COL_COMM; col++) {
+		u64 prev = rec->base_ns;
+
+		for (i = 0; i < nr; i++) {
+			u64 v = count_field(&count[i], col, prev);
+
+			if ((size_t)(end - p) < varint_size(v))
+				return 0;
+			p = put_varint(p, v);
+			prev = count[i].first_ns;
+		}
+	}
+	for (i = 0; i < nr; i++) {
+		size_t len = strnlen(count[i].comm, sizeof(count[i].comm) - 1);
+
+		if ((size_t)(end - p) < len + 1)
+			return 0;
+		memcpy(p, count[i].comm, len);
+		p[len] = '\0';
+		p += len + 1;
+	}
+	while ((p - (u8 *)rec) % sizeof(u64)) {
+		if (p == end)
+			return 0;
+		*p++ = 0;
+	}
+	bpf_bstack__init_hdr(&rec->hdr, BPF_BSTACK_REC_COUNTS, p - (u8 *)rec);
+	return rec->hdr.size;
+}
+
+static int get_varint(const u8 **p, const u8 *end, u64 *v)
+{
+	unsigned int shift;
+
+	*v = 0;
+	for (shift = 0; *p < end && shift < 64; shift += 7) {
+		u8 b = *(*p)++;
+
+		if (shift == 63 && b > 1)
+			return -EBADMSG;	/* past 64 bits */
+		*v |= (u64)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return 0;
+	}
+	return -EBADMSG;
+}
+
+/*
+ * Find where each column of a COUNTS record begins.  A column that runs
+ * past the record leaves its cursor, and those after it, at the end: the
+ * first bpf_bstack__counts_next() then fails.
+ */
+void bpf_bstack__counts_begin(struct bpf_bstack_counts_iter *it,
+			      const struct bpf_bstack_rec_counts *rec)
+{
+	size_t ids = 0;
+	const u8 *p;
+	int col;
+	u32 i;
+	u64 v;
+
+	memset(it, 0, sizeof(*it));
+	if (rec->hdr.size >= sizeof(*rec))
+		ids = (rec->hdr.size - sizeof(*rec)) / (2 * sizeof(u64));
+	it->rec = rec;
+	it->end = (const u8 *)rec + rec->hdr.size;
+	it->first_ns = rec->base_ns;
+	p = rec->nr <= ids ? (const u8 *)&rec->stack[2 * (size_t)rec->nr] : it->end;
+	for (col = COL_COUNT; col <= COL_COMM; col++) {
+		it->col[col] = p;
+		for (i = 0; i < rec->nr && p < it->end; i++) {
+			if (col == COL_COMM)
+				p += strnlen((const char *)p, it->end - p) + 1;
+			else if (get_varint(&p, it->end, &v))
+				p = it->end;
+		}
+		if (p > it->end)
+			p = it->end;
+	}
+}
+
+static int next_u32(struct bpf_bstack_counts_iter *it, int col, u32 *v)
+{
+	u64 v64;
+
+	if (get_varint(&it->col[col], it->end, &v64) || v64 > UINT32_MAX)
+		return -EBADMSG;
+	*v = v64;
+	return 0;
+}
+
+/*
+ * The next count of a COUNTS record as a COUNT record: 1, or 0 after the
+ * last, or -EBADMSG where the record does not hold what nr says.  Counts
+ * come out in the order of their first_ns.
+ */
+int bpf_bstack__counts_next(struct bpf_bstack_counts_iter *it, struct bpf_bstack_rec_count *out)
+{
+	const struct bpf_bstack_rec_counts *rec = it->rec;
+	const u8 **comm = &it->col[COL_COMM];
+	u64 delta, span, tid;
+	size_t len;
+
+	if (it->i >= rec->nr)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	if (it->end < (const u8 *)rec->stack ||
+	    (size_t)(it->end - (const u8 *)rec->stack) / (2 * sizeof(u64)) < rec->nr ||
+	    get_varint(&it->col[COL_COUNT], it->end, &out->count) ||
+	    get_varint(&it->col[COL_FIRST], it->end, &delta) ||
+	    get_varint(&it->col[COL_SPAN], it->end, &span) ||
+	    next_u32(it, COL_PID, &out->pid) ||
+	    get_varint(&it->col[COL_TID], it->end, &tid) || tid > 2ULL * UINT32_MAX ||
+	    next_u32(it, COL_CPU, &out->cpu) || next_u32(it, COL_EVENT, &out->event))
+		return -EBADMSG;
+	/* times that wrap would not be in order */
+	if (it->first_ns + delta < it->first_ns || it->first_ns + delta + span < span)
+		return -EBADMSG;
+	len = strnlen((const char *)*comm, it->end - *comm);
+	if (len >= sizeof(out->comm) || len == (size_t)(it->end - *comm))
+		return -EBADMSG;
+	memcpy(out->comm, *comm, len);
+	*comm += len + 1;
+
+	bpf_bstack__init_hdr(&out->hdr, BPF_BSTACK_REC_COUNT, sizeof(*out));
+	out->user_stack = rec->stack[it->i];
+	out->kern_stack = rec->stack[rec->nr + it->i];
+	it->first_ns += delta;
+	out->first_ns = it->first_ns;
+	out->last_ns = out->first_ns + span;
+	out->tid = unzigzag(out->pid, tid);
+	it->i++;
+	return 1;
 }
 
 /*

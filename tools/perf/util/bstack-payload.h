@@ -19,6 +19,10 @@
  *          kernel frames as IPs;
  *   COUNT  how many samples hit {pid, tid, cpu, comm, user stack, kernel
  *          stack}, with the time of the first and last hit;
+ *   COUNTS the COUNTs of a drain packed together, column by column, the
+ *          small numbers as varints: a busy recording is mostly COUNTs
+ *          of short-lived tasks, whose stack ids and times compress
+ *          better side by side than record by record;
  *   STATS  the recorder's counters (samples, lost stacks per cause, IP
  *          fallback frames), cumulative, written at each drain;
  *   EVENT  an event stacks were taken at: its index (the event of COUNT
@@ -50,6 +54,7 @@ enum bpf_bstack_rec_type {
 	BPF_BSTACK_REC_STATS = 3,
 	BPF_BSTACK_REC_EVENT = 4,
 	BPF_BSTACK_REC_HOST = 5,
+	BPF_BSTACK_REC_COUNTS = 6,
 };
 
 /* pids are below 1 << 22 (PID_MAX_LIMIT); pid_t stays positive */
@@ -117,6 +122,36 @@ struct bpf_bstack_rec_count {
 	char	comm[16];
 };
 
+/*
+ * nr COUNTs sorted by first_ns: two columns of u64 stack ids (user, then
+ * kernel), then LEB128 varints column by column: count, first_ns (from
+ * the previous one, the first from base_ns), last_ns - first_ns, pid,
+ * tid - pid (zigzag), cpu and event; then each comm, NUL-terminated; zero
+ * padding to 8 bytes.  Decoded with bpf_bstack__counts_next().
+ */
+struct bpf_bstack_rec_counts {
+	struct bpf_bstack_rec_hdr hdr;
+	u32	nr;
+	u32	reserved;
+	u64	base_ns;
+	u64	stack[];		/* 2 * nr */
+};
+
+/* what a COUNT takes at most in a COUNTS record: ids, varints, comm */
+#define BPF_BSTACK_PACKED_COUNT_MAX	(2 * 8 + 3 * 10 + 4 * 5 + 16)
+/* as many as always fit a perf sample (a u16 size) with room to spare */
+#define BPF_BSTACK_COUNTS_PER_RECORD	700
+#define BPF_BSTACK_COUNTS_MAX_SIZE	(sizeof(struct bpf_bstack_rec_counts) + 7 + \
+					 BPF_BSTACK_COUNTS_PER_RECORD * BPF_BSTACK_PACKED_COUNT_MAX)
+
+struct bpf_bstack_counts_iter {
+	const struct bpf_bstack_rec_counts *rec;
+	const u8	*col[8];	/* where the next value of each column is */
+	const u8	*end;
+	u32		i;
+	u64		first_ns;
+};
+
 struct bpf_bstack_rec_stats {
 	struct bpf_bstack_rec_hdr hdr;
 	u32	nr;
@@ -159,6 +194,11 @@ void bpf_bstack__init_hdr(struct bpf_bstack_rec_hdr *hdr, u16 type, u32 size);
 void bpf_bstack__swap(void *rec, bool to_host);
 int bpf_bstack__decode(const void *raw, u32 raw_size, bool needs_swap,
 		       struct bpf_bstack_rec_hdr **rec, void **copy);
+size_t bpf_bstack__pack_counts(struct bpf_bstack_rec_counts *rec, size_t size,
+			       const struct bpf_bstack_rec_count *count, u32 nr);
+void bpf_bstack__counts_begin(struct bpf_bstack_counts_iter *it,
+			      const struct bpf_bstack_rec_counts *rec);
+int bpf_bstack__counts_next(struct bpf_bstack_counts_iter *it, struct bpf_bstack_rec_count *out);
 const char *bpf_bstack__strerror(int err);
 const char *bpf_bstack__stat_name(int stat);
 u64 bpf_bstack__lost_stacks(const u64 *stat, bool user);

@@ -22,6 +22,8 @@ static void touch_record(const struct bpf_bstack_rec_hdr *hdr)
 {
 	const struct bpf_bstack_rec_stack *stack = (const void *)hdr;
 	const struct bpf_bstack_rec_stats *stats = (const void *)hdr;
+	struct bpf_bstack_counts_iter it;
+	struct bpf_bstack_rec_count c;
 	u64 sum = 0;
 	u32 i;
 
@@ -37,6 +39,14 @@ static void touch_record(const struct bpf_bstack_rec_hdr *hdr)
 	case BPF_BSTACK_REC_STATS:
 		for (i = 0; i < stats->nr; i++)
 			sum += stats->stat[i];
+		break;
+	case BPF_BSTACK_REC_COUNTS:
+		/* decoded: every count comes out */
+		bpf_bstack__counts_begin(&it, (const void *)hdr);
+		while (bpf_bstack__counts_next(&it, &c) > 0)
+			sum += c.count + c.user_stack;
+		if (it.i != ((const struct bpf_bstack_rec_counts *)hdr)->nr)
+			abort();
 		break;
 	default:
 		break;

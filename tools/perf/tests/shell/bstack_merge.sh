@@ -134,9 +134,9 @@ python3 - "$tmp/host-a.data" "$tmp/v9.data" << 'EOF'
 import struct, sys
 data = bytearray(open(sys.argv[1], "rb").read())
 # the data section (perf_file_header), where every bstack record starts
-# with u16 version 1 and u16 type 1..5, in this machine's byte order
+# with u16 version 1 and u16 type 1..6, in this machine's byte order
 start, size = struct.unpack_from("<QQ", data, 40)
-for t in range(1, 6):
+for t in range(1, 7):
     pat = struct.pack("<HH", 1, t)
     i = data.find(pat, start, start + size)
     while i >= 0:

@@ -20,21 +20,10 @@ report() {
 	timeout 60 perf --buildid-dir "$tmp/cache" bstack report --stdio -i "$@" > "$tmp/out" 2>&1
 }
 
-# Overwrite the first payload header of type $2 (COUNT: 2) in a copy of the
-# recording: version $3, size $4
+# Overwrite the first payload header of type $2 (COUNTS: 6) in a copy of the
+# recording: version $3, a size $4 bytes past the record's
 damage() {
-	python3 - "$data" "$1" "$2" "$3" "$4" <<'PY'
-import struct, sys
-src, dst = sys.argv[1], sys.argv[2]
-rtype, version, size = (int(a) for a in sys.argv[3:6])
-b = bytearray(open(src, 'rb').read())
-# a COUNT record is 80 bytes: version 1, type 2, size 80
-i = b.find(struct.pack('<HHI', 1, rtype, 80))
-if i < 0:
-    sys.exit(1)
-b[i:i + 8] = struct.pack('<HHI', version, rtype, size)
-open(dst, 'wb').write(b)
-PY
+	python3 "$(dirname "$0")"/lib/bstack_edit.py "$data" "$1" header "$2" "$3" "$4"
 }
 
 test_unprivileged() {
@@ -113,10 +102,11 @@ test_cut_features() {
 	fi
 }
 
-# a COUNT record made to lie: $1 what, $2 version, $3 size, $4 the warning
-test_damaged_count() {
+# the counts of a drain, packed, made to lie: $1 what, $2 version, $3 bytes
+# added to its size, $4 the warning
+test_damaged_counts() {
 	echo "$1 is skipped and counted"
-	damage "$tmp/damaged.data" 2 "$2" "$3" || { fail "no COUNT record found"; return; }
+	damage "$tmp/damaged.data" 6 "$2" "$3" || { fail "no COUNTS record found"; return; }
 	report "$tmp/damaged.data" || fail "$1: exit $?"
 	grep -q "$4" "$tmp/out" || fail "$1: no warning"
 	grep -q '^# bstack: 1 damaged records skipped' "$tmp/out" || fail "$1: not counted"
@@ -124,16 +114,8 @@ test_damaged_count() {
 
 test_huge_count() {
 	echo "a count above the recorder's total is weighted, not expanded"
-	python3 - "$data" "$tmp/huge.data" <<'PY'
-import struct, sys
-b = bytearray(open(sys.argv[1], 'rb').read())
-i = b.find(struct.pack('<HHI', 1, 2, 80))	# the first COUNT record
-if i < 0:
-    sys.exit(1)
-struct.pack_into('<Q', b, i + 24, 1 << 19)	# its count, as one flipped bit makes it
-open(sys.argv[2], 'wb').write(b)
-PY
-	[ $? = 0 ] || { fail "no COUNT record found"; return; }
+	python3 "$(dirname "$0")"/lib/bstack_edit.py "$data" "$tmp/huge.data" huge-count ||
+		{ fail "no COUNTS record found"; return; }
 	report "$tmp/huge.data" || fail "huge count: exit $?"
 	n=$(sed -n "s/^# Samples: \([0-9]*\) .*/\1/p" "$tmp/out" | head -1)
 	[ -n "$n" ] && [ "$n" -lt 100000 ] || fail "huge count: 'Samples: $n'"
@@ -199,8 +181,8 @@ test_no_bstack
 test_missing
 test_truncated
 test_cut_features
-test_damaged_count "an unknown payload version" 9 80 'unknown payload version'
-test_damaged_count "a size that does not fit the record" 1 88 'record size does not match'
+test_damaged_counts "an unknown payload version" 9 0 'unknown payload version'
+test_damaged_counts "a size that does not fit the record" 1 8 'record size does not match'
 test_huge_count
 test_build_id_table long-name 'build-id table entry at .* has a bad size (65535)'
 test_build_id_table short-entry 'build-id table entry at .* has a bad size (8)'

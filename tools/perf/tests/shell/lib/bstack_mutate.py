@@ -36,7 +36,7 @@ def payloads(b):
         if i < 0 or i + 8 > len(b):
             return out
         t = struct.unpack_from("<H", b, i + 2)[0]
-        if t in (1, 2, 3) and i % 4 == 0:
+        if t in (1, 2, 3, 6) and i % 4 == 0:
             out.append(i)
         i += 2
 
@@ -49,7 +49,9 @@ def mutate(rng, orig, evs, pls, feat):
         pos = off + rng.randrange(sz)
         b[pos] ^= 1 << rng.randrange(8)
     elif kind == 1 and pls:                     # bit flip in a payload
-        pos = rng.choice(pls) + rng.randrange(64)
+        pl = rng.choice(pls)
+        size = struct.unpack_from("<I", b, pl + 4)[0] if pl + 8 <= len(b) else 64
+        pos = pl + rng.randrange(max(8, min(size, 1 << 16)))
         if pos < len(b):
             b[pos] ^= 1 << rng.randrange(8)
     elif kind == 2 and evs:                     # cut at an event boundary
