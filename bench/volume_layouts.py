@@ -14,6 +14,8 @@ fields of the bstack event: IDENTIFIER, IP, TID, TIME, CPU, PERIOD, RAW),
 and compressed whole by the zstd program.  Each layout keeps every field
 of today's COUNT records (but where its name says otherwise): it is an
 estimate of what a packed record type would save, not a file perf reads.
+It is how the layout of COUNTS records (patch 0060) was chosen, and it
+reads COUNT records: recordings of a perf bstack from before that patch.
 
 Layouts:
   today              a sample per COUNT record (the file as written)
@@ -145,6 +147,9 @@ def main():
         ("no times", packed(lambda t, cs: columns(t, cs, False)), (3,)),
     ]
     nr = sum(is_count)
+    if not nr:
+        sys.exit("bench: %s has no COUNT records (a recording with COUNTS records, "
+                 "already packed?)" % sys.argv[1])
     print("%d records, %d COUNT, in %d drains" % (len(recs), nr, len(drains)))
     base = zsize(layouts[0][1])
     plain = os.path.getsize(sys.argv[1])
