@@ -888,6 +888,16 @@ bool bpf_bstack__drain_due(struct bpf_bstack *b)
 	return false;
 }
 
+/* What a drain read of a stack map, a batch at a time */
+struct bstack_map_dump {
+	struct hashmap	*stacks;	/* id -> its value: nr, then nr frames */
+	u64		*ids;		/* every id read, written or not */
+	size_t		nr_ids;
+	bool		complete;	/* the whole map was read */
+};
+
+#define BSTACK_STACK_KINDS	4	/* enum bpf_bstack_stack_kind */
+
 struct bstack_writer {
 	struct bpf_bstack	*b;
 	struct perf_session	*session;
@@ -900,6 +910,7 @@ struct bstack_writer {
 	u64			payload[(sizeof(struct bpf_bstack_rec_stack) +
 				 sizeof(struct bpf_bstack_user_stack)) / sizeof(u64) + 1];
 	struct bpf_bstack_user_stack	value;	/* of a stack map (any: nr first) */
+	struct bstack_map_dump	dump[BSTACK_STACK_KINDS];	/* by kind - 1 */
 	/* the counts of the drain, written packed at its end */
 	struct bpf_bstack_rec_count	*counts;
 	size_t			nr_counts;
@@ -1022,13 +1033,122 @@ static struct bpf_map *stack_map(struct bstack_bpf *skel, u32 kind)
 	return skel->maps.bstack_kern_stacks;
 }
 
+static size_t stack_value_size(u32 kind, u64 nr)
+{
+	return bpf_bstack__stack_size(kind, nr) - sizeof(struct bpf_bstack_rec_stack) +
+	       offsetof(struct bpf_bstack_user_stack, frame);
+}
+
+/* A batch of a stack map's entries into the dump: those not written yet kept */
+static int dump_stacks(struct bstack_writer *w, u32 kind, const u64 *ids, const void *values,
+		       u32 count, size_t value_size)
+{
+	struct bstack_map_dump *d = &w->dump[kind - 1];
+	u32 max = w->b->skel->rodata->max_frames, i;
+	void *p;
+
+	p = realloc(d->ids, (d->nr_ids + count) * sizeof(*d->ids));
+	if (!p)
+		return -ENOMEM;
+	d->ids = p;
+	for (i = 0; i < count; i++) {
+		const struct bpf_bstack_user_stack *v = values + i * value_size;
+		size_t size = stack_value_size(kind, min_t(u64, v->nr, max));
+
+		d->ids[d->nr_ids++] = ids[i];
+		if (hashmap__find(w->b->written, ids[i], NULL))
+			continue;
+		p = memdup(v, size);
+		if (!p || hashmap__add(d->stacks, ids[i], p)) {
+			free(p);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+#define STACK_BATCH	256
+
+/*
+ * Read a stack map whole, a batch at a time, before the counts that name
+ * its stacks: a program that takes many new stacks (deep recursion, short
+ * processes) made a lookup for each of them, and a get-next-key and a
+ * delete when forgetting it, and those system calls grew perf's CPU time
+ * with the stacks.  A stack added after the read is looked up alone.
+ */
+static void dump_stack_map(struct bstack_writer *w, u32 kind)
+{
+	struct bstack_map_dump *d = &w->dump[kind - 1];
+	struct bpf_map *map = stack_map(w->b->skel, kind);
+	size_t value_size = bpf_map__value_size(map);
+	int fd = bpf_map__fd(map), err = 0;
+	u64 batch, *ids;
+	bool first = true;
+	void *values;
+
+	d->stacks = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
+	ids = calloc(STACK_BATCH, sizeof(*ids));
+	values = calloc(STACK_BATCH, value_size);
+	if (IS_ERR(d->stacks) || !ids || !values)
+		goto out;
+	while (!err) {
+		u32 count = STACK_BATCH;
+		int ret = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, ids, values,
+					       &count, NULL);
+		int batch_errno = ret ? errno : 0;
+
+		first = false;
+		err = dump_stacks(w, kind, ids, values, count, value_size);
+		if (!err && (batch_errno == ENOENT || (!ret && !count))) {
+			d->complete = true;	/* ENOENT: that was the last batch */
+			break;
+		}
+		if (batch_errno) {
+			pr_debug("stacks read one at a time: %s\n", strerror(batch_errno));
+			break;
+		}
+	}
+out:
+	if (IS_ERR(d->stacks))
+		d->stacks = NULL;
+	free(ids);
+	free(values);
+}
+
+static void free_dumps(struct bstack_writer *w)
+{
+	struct hashmap_entry *cur;
+	size_t bkt;
+	int i;
+
+	for (i = 0; i < BSTACK_STACK_KINDS; i++) {
+		if (w->dump[i].stacks) {
+			hashmap__for_each_entry(w->dump[i].stacks, cur, bkt)
+				free(cur->pvalue);
+			hashmap__free(w->dump[i].stacks);
+		}
+		free(w->dump[i].ids);
+	}
+}
+
+/* A stack of a map into w->value: from the drain's read, or else the map's */
+static int read_stack(struct bstack_writer *w, u32 kind, u64 id)
+{
+	struct hashmap *dumped = w->dump[kind - 1].stacks;
+	struct bpf_bstack_user_stack *v;
+
+	if (dumped && hashmap__find(dumped, id, &v)) {
+		memcpy(&w->value, v, stack_value_size(kind, v->nr));
+		return 0;
+	}
+	return bpf_map_lookup_elem(bpf_map__fd(stack_map(w->b->skel, kind)), &id, &w->value);
+}
+
 /* Write a stack the first time a count refers to it: 1 when it did */
 static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 {
 	struct bpf_bstack *b = w->b;
 	struct bpf_bstack_rec_stack *rec = (void *)w->payload;
-	struct bpf_map *map = stack_map(b->skel, kind);
-	int bid_fd = bpf_map__fd(stack_map(b->skel, BPF_BSTACK_STACK_KERNEL_BID));
 	u32 max = b->skel->rodata->max_frames, nr;
 	int err;
 
@@ -1041,9 +1161,9 @@ static int write_stack(struct bstack_writer *w, u64 id, u32 kind)
 
 	/* a kernel stack has build-ids unless the kernel refused them */
 	if (kind == BPF_BSTACK_STACK_KERNEL && b->skel->rodata->kern_build_id &&
-	    !bpf_map_lookup_elem(bid_fd, &id, &w->value)) {
+	    !read_stack(w, BPF_BSTACK_STACK_KERNEL_BID, id)) {
 		kind = BPF_BSTACK_STACK_KERNEL_BID;
-	} else if (bpf_map_lookup_elem(bpf_map__fd(map), &id, &w->value)) {
+	} else if (read_stack(w, kind, id)) {
 		b->nr_missing_stacks++;
 		return 0;
 	}
@@ -1504,19 +1624,51 @@ static int write_events(struct bstack_writer *w)
 	return 0;
 }
 
-/* Stacks already in perf.data are dropped from the kernel maps between drains */
-static void forget_written_stacks(struct bpf_bstack *b, struct bpf_map *map)
+/* Delete ids from a map, past any that is gone already */
+static void delete_stacks(int fd, const u64 *ids, size_t nr)
 {
-	int fd = bpf_map__fd(map);
-	u64 key, next, *prev = NULL;
+	size_t done = 0;
 
+	while (done < nr) {
+		u32 count = min_t(size_t, nr - done, UINT32_MAX);
+
+		if (!bpf_map_delete_batch(fd, ids + done, &count, NULL)) {
+			done += count;
+		} else if (errno == ENOENT) {
+			done += count + 1;	/* it stopped at one that is gone */
+		} else {
+			/* no batches here: count is not an answer */
+			for (; done < nr; done++)
+				bpf_map_delete_elem(fd, &ids[done]);
+		}
+	}
+}
+
+/* Stacks already in perf.data are dropped from the kernel maps between drains */
+static void forget_written_stacks(struct bstack_writer *w, u32 kind)
+{
+	struct bstack_map_dump *d = &w->dump[kind - 1];
+	int fd = bpf_map__fd(stack_map(w->b->skel, kind));
+	struct hashmap *written = w->b->written;
+	u64 key, next, *prev = NULL;
+	size_t i, n = 0;
+
+	if (d->complete) {
+		/* those read this time; any added since stay for the next drain */
+		for (i = 0; i < d->nr_ids; i++) {
+			if (hashmap__find(written, d->ids[i], NULL))
+				d->ids[n++] = d->ids[i];
+		}
+		delete_stacks(fd, d->ids, n);
+		return;
+	}
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		if (prev && hashmap__find(b->written, key, NULL))
+		if (prev && hashmap__find(written, key, NULL))
 			bpf_map_delete_elem(fd, &key);
 		key = next;
 		prev = &key;
 	}
-	if (prev && hashmap__find(b->written, key, NULL))
+	if (prev && hashmap__find(written, key, NULL))
 		bpf_map_delete_elem(fd, &key);
 }
 
@@ -1590,6 +1742,7 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	struct bstack_writer *w;
 	struct evsel *evsel;
 	int active, err, bytes;
+	u32 kind;
 
 	/* perf record failed to open its events: nothing was recorded */
 	if (b->drained_final || !session->evlist)
@@ -1633,6 +1786,9 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	/* BPF fills the other count map while this one is read */
 	active = b->skel->bss->active_counts;
 	b->skel->bss->active_counts = !active;
+	/* after the switch: the stacks its counts name are all in the maps */
+	for (kind = 1; kind <= BSTACK_STACK_KINDS; kind++)
+		dump_stack_map(w, kind);
 	err = b->events_written ? 0 : write_events(w);
 	if (!err)
 		err = drain_counts(w, active ? b->skel->maps.bstack_counts1 :
@@ -1655,10 +1811,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	if (!err && final)
 		forget_own_progs(b, &session->header.env);
 	if (!err && !final) {
-		forget_written_stacks(b, b->skel->maps.bstack_user_stacks);
-		forget_written_stacks(b, b->skel->maps.bstack_kern_stacks);
-		forget_written_stacks(b, b->skel->maps.bstack_kern_bid_stacks);
-		forget_written_stacks(b, b->skel->maps.bstack_user_ip_stacks);
+		for (kind = 1; kind <= BSTACK_STACK_KINDS; kind++)
+			forget_written_stacks(w, kind);
 		age_written_stacks(b);
 	}
 	if (err)
@@ -1666,6 +1820,7 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 
 	b->drained_final = final;
 	bytes = w->bytes;
+	free_dumps(w);
 	free(w->counts);
 	free(w->zbuf);
 	free(w->zout);
