@@ -93,12 +93,14 @@ struct bstack_source {
 #define BSTACK_WRITTEN_AGE	16
 
 /*
- * How often perf record's poll loop is woken to see whether the maps need
- * a drain: the --interval is due, or since the last drain, new counts or
- * stacks took half of their map, when the other half is what takes the
- * new ones until the drain.
+ * perf record's poll loop is woken for a drain when the --interval is due,
+ * or when the BPF program saw new counts or stacks take half of their map
+ * since the last drain (the other half takes the new ones until the
+ * drain).  Without --interval, a timer checks the maps this often too, in
+ * case a wake-up was lost: an idle recording must not wake perf ten times
+ * a second, every wake-up costs CPU time of its own.
  */
-#define BSTACK_CHECK_MS		100
+#define BSTACK_CHECK_MS		1000
 
 /* One perf record --bstack, from bpf_bstack__prepare() to bpf_bstack__finish() */
 struct bpf_bstack {
@@ -114,7 +116,7 @@ struct bpf_bstack {
 	/* a command given to record, not the 'sleep' of -d beside -p or -t */
 	bool			profile_workload;
 	int			timer_fd;	/* wakes the poll loop: drain_due() */
-	u64			next_drain_ns;	/* --interval: when the next one is due */
+	struct ring_buffer	*wake;		/* the BPF program's: maps half full */
 	u64			nr_drains, nr_early_drains;	/* ... of these, maps filling */
 	/* user space state across drains */
 	struct hashmap		*written;	/* stack id -> drain that last named it */
@@ -674,6 +676,8 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 	bpf_map__set_max_entries(b->skel->maps.bstack_user_ip_stacks, o->map_entries);
 	bpf_map__set_max_entries(b->skel->maps.bstack_counts0, o->count_entries);
 	bpf_map__set_max_entries(b->skel->maps.bstack_counts1, o->count_entries);
+	b->skel->rodata->counts_half = o->count_entries / 2;
+	b->skel->rodata->stacks_half = o->map_entries / 2;
 	err = config_cfi(b);
 	if (err)
 		return err;
@@ -722,24 +726,35 @@ static int load_skel(struct bpf_bstack *b, struct target *target)
 	return err;
 }
 
+static int on_wake(void *ctx __maybe_unused, void *data __maybe_unused,
+		   size_t size __maybe_unused)
+{
+	return 0;	/* bpf_bstack__drain_due() looks at the maps */
+}
+
 static int setup_drain_timer(struct bpf_bstack *b, struct evlist *evlist)
 {
-	unsigned int ms = b->opts.interval_ms && b->opts.interval_ms < BSTACK_CHECK_MS ?
-			  b->opts.interval_ms : BSTACK_CHECK_MS;
+	unsigned int ms = b->opts.interval_ms ?: BSTACK_CHECK_MS;
 	struct itimerspec its = {
 		.it_interval = { ms / 1000, (ms % 1000) * 1000000L },
 		.it_value    = { ms / 1000, (ms % 1000) * 1000000L },
 	};
+	int wake_fd = bpf_map__fd(b->skel->maps.bstack_wake);
 
-	b->next_drain_ns = rdclock() + b->opts.interval_ms * NSEC_PER_MSEC;
 	b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (b->timer_fd < 0 || timerfd_settime(b->timer_fd, 0, &its, NULL) < 0) {
 		pr_err("cannot create the drain timer: %m\n");
 		return -errno;
 	}
-	/* wakes perf record's poll loop, which then calls bpf_bstack__drain_due() */
-	if (evlist__add_wakeup_eventfd(evlist, b->timer_fd) < 0) {
-		pr_err("cannot poll the interval timer\n");
+	b->wake = ring_buffer__new(wake_fd, on_wake, b, NULL);
+	if (!b->wake) {
+		pr_err("cannot read the BPF program's wake-ups: %m\n");
+		return -errno;
+	}
+	/* wake perf record's poll loop, which then calls bpf_bstack__drain_due() */
+	if (evlist__add_wakeup_eventfd(evlist, b->timer_fd) < 0 ||
+	    evlist__add_wakeup_eventfd(evlist, wake_fd) < 0) {
+		pr_err("cannot poll the drain timer\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -763,6 +778,7 @@ void bpf_bstack__delete(struct bpf_bstack *b)
 		evlist__close(b->sampling);
 		evlist__delete(b->sampling);
 	}
+	ring_buffer__free(b->wake);
 	bstack_bpf__destroy(b->skel);
 	if (b->timer_fd >= 0)
 		close(b->timer_fd);
@@ -870,18 +886,16 @@ static bool maps_filling(struct bpf_bstack *b)
 
 bool bpf_bstack__drain_due(struct bpf_bstack *b)
 {
-	u64 expirations, now, interval = b->opts.interval_ms * NSEC_PER_MSEC;
+	u64 expirations;
+	bool timer, woken;
 
-	if (b->timer_fd < 0 ||
-	    read(b->timer_fd, &expirations, sizeof(expirations)) != sizeof(expirations))
+	if (b->timer_fd < 0)
 		return false;
-	now = rdclock();
-	/* on the check nearest to when the interval is due */
-	if (interval && now + BSTACK_CHECK_MS * NSEC_PER_MSEC / 2 >= b->next_drain_ns) {
-		b->next_drain_ns = max(b->next_drain_ns + interval, now + interval / 2);
+	timer = read(b->timer_fd, &expirations, sizeof(expirations)) == sizeof(expirations);
+	woken = b->wake && ring_buffer__consume(b->wake) > 0;
+	if (timer && b->opts.interval_ms)
 		return true;
-	}
-	if (maps_filling(b)) {
+	if ((timer || woken) && maps_filling(b)) {
 		b->nr_early_drains++;
 		return true;
 	}
@@ -1796,6 +1810,7 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	/* what is added from now on counts toward the next drain */
 	b->skel->bss->counts_added[active] = 0;
 	b->skel->bss->stacks_added = 0;
+	b->skel->bss->wake_sent = 0;
 	b->nr_drains++;
 	if (!err && final)
 		err = drain_counts(w, active ? b->skel->maps.bstack_counts0 :

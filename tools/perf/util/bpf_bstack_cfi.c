@@ -25,9 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <unistd.h>
 #include <gelf.h>
 #include <limits.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -57,7 +59,7 @@ struct bpf_bstack_cfi {
 	struct ring_buffer	*ask;
 	pthread_t		thread;
 	bool			running;
-	bool			stop;		/* READ_ONCE(): set by another thread */
+	int			stop_fd;	/* eventfd: the thread is to end */
 	bool			save_binaries;	/* into the build-id cache */
 	struct bpf_bstack_cfi_row *rows;	/* bstack_cfi_rows, mmap'ed */
 	size_t			rows_size;
@@ -752,19 +754,38 @@ static int on_ask(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/*
+ * Asleep until the BPF program asks for tables or perf stops it: a thread
+ * woken by a timeout, ten times a second, was most of what an idle
+ * recording cost.
+ */
 static void *cfi_thread(void *arg)
 {
 	struct bpf_bstack_cfi *cfi = arg;
+	struct pollfd fds[2] = {
+		{ .fd = ring_buffer__epoll_fd(cfi->ask), .events = POLLIN },
+		{ .fd = cfi->stop_fd, .events = POLLIN },
+	};
 
-	while (!READ_ONCE(cfi->stop))
-		ring_buffer__poll(cfi->ask, 100);
+	while (poll(fds, ARRAY_SIZE(fds), -1) >= 0 || errno == EINTR) {
+		if (fds[1].revents)
+			break;
+		if (fds[0].revents)
+			ring_buffer__consume(cfi->ask);
+	}
 	return NULL;
 }
 
 int bpf_bstack_cfi__start(struct bpf_bstack_cfi *cfi)
 {
-	int err = pthread_create(&cfi->thread, NULL, cfi_thread, cfi);
+	int err;
 
+	cfi->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (cfi->stop_fd < 0) {
+		pr_err("cannot start the unwind table thread: %m\n");
+		return -errno;
+	}
+	err = pthread_create(&cfi->thread, NULL, cfi_thread, cfi);
 	if (err) {
 		pr_err("cannot start the unwind table thread: %s\n", strerror(err));
 		return -err;
@@ -782,6 +803,7 @@ struct bpf_bstack_cfi *bpf_bstack_cfi__new(struct bstack_bpf *skel, bool save_bi
 
 	if (!cfi)
 		return NULL;
+	cfi->stop_fd = -1;
 	cfi->skel = skel;
 	cfi->save_binaries = save_binaries;
 	cfi->proc_buf = malloc(sizeof(*cfi->proc_buf));
@@ -844,9 +866,11 @@ void bpf_bstack_cfi__delete(struct bpf_bstack_cfi *cfi)
 	if (!cfi)
 		return;
 	if (cfi->running) {
-		WRITE_ONCE(cfi->stop, true);
+		eventfd_write(cfi->stop_fd, 1);
 		pthread_join(cfi->thread, NULL);
 	}
+	if (cfi->stop_fd >= 0)
+		close(cfi->stop_fd);
 	for (i = 0; i < cfi->nr_dl_links; i++)
 		bpf_link__destroy(cfi->dl_links[i]);
 	ring_buffer__free(cfi->ask);

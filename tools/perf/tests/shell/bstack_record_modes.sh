@@ -193,8 +193,12 @@ test_walk_cost() {
 
 test_full_maps() {
 	echo "full maps lose samples and stacks, counted per cause"
-	$perf bstack record --map-entries 2 --count-entries 4 -o "$tmp/full.data" -- \
-		"$work" 1 "$child" "$lib" 2> "$tmp/full.err" || { fail "record"; return; }
+	# a process starting makes dozens of system calls, each from a stack of
+	# its own, within a millisecond: maps of two entries fill before perf,
+	# woken at the first, drains them
+	$perf bstack record --map-entries 2 --count-entries 2 -e raw_syscalls:sys_enter \
+		-o "$tmp/full.data" -- "$work" 1 "$child" "$lib" 2> "$tmp/full.err" ||
+		{ fail "record"; return; }
 	grep -qE 'lost [1-9][0-9]* samples \(counts map full\), [1-9][0-9]* user stacks \([1-9]' \
 		"$tmp/full.err" || fail "end-of-run line: $(grep lost "$tmp/full.err")"
 	stats=$(script "$tmp/full.data" | grep '^STATS ' | tail -n 1)
@@ -218,6 +222,28 @@ test_drain_before_full() {
 	sum=$(counts_sum "$tmp/fill.script")
 	samples=$(samples_taken "$tmp/fill.script")
 	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
+}
+
+# voluntary context switches of all the threads of process $1
+wakeups() {
+	cat /proc/"$1"/task/*/status 2> /dev/null |
+		awk '/^voluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'
+}
+
+# The BPF program wakes perf when its maps need a drain; the unwind table
+# thread sleeps until asked: an idle recording is not polled ten times a
+# second by each (about 20 wake-ups a second before).
+test_idle_wakeups() {
+	echo "an idle recording wakes perf about once a second"
+	$perf bstack record -o "$tmp/idle.data" -- sleep 5 2> "$tmp/idle.err" &
+	rec=$!
+	sleep 2
+	before=$(wakeups $rec)
+	sleep 2
+	after=$(wakeups $rec)
+	wait $rec || fail "record: $(tail -1 "$tmp/idle.err")"
+	echo "  $((after - before)) wake-ups in 2 s"
+	[ "$((after - before))" -le 10 ] || fail "$((after - before)) wake-ups in 2 s of sleep"
 }
 
 # Counts are taken out of the map in batches of a thousand: a drain of
@@ -398,6 +424,7 @@ test_stack_kinds
 test_walk_cost
 test_full_maps
 test_drain_before_full
+test_idle_wakeups
 test_drain_batches
 test_programs_loaded
 test_signal INT

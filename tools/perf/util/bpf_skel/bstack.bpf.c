@@ -210,14 +210,26 @@ struct {
 	__type(value, struct bpf_bstack_offcpu);
 } bstack_offcpu SEC(".maps");
 
+/*
+ * Wakes perf record when the maps took half of their entries since the
+ * last drain, so that it drains them before they fill: no timer polls.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} bstack_wake SEC(".maps");
+
 /* toggled while running */
 int enabled;
 int active_counts;
 /* entries put into the maps since perf last drained them: it drains before they fill */
 __u64 counts_added[2];
 __u64 stacks_added;
+int wake_sent;		/* since the last drain */
 
 /* set before load */
+const volatile __u64 counts_half = -1;	/* half of a counts map's entries */
+const volatile __u64 stacks_half = -1;	/* half of a stack map's */
 const volatile int has_task;
 const volatile int uses_tgid;
 const volatile int has_uid;
@@ -370,6 +382,18 @@ static __always_inline int task_selected(void)
  * it, full (-E2BIG) or, most likely, without memory for the entry.  Most
  * stacks were seen before: a lookup, which takes no lock, finds them.
  */
+/* Tell perf once a map took half of its entries (the count read after the add) */
+static __always_inline void note_added(__u64 *added, __u64 half)
+{
+	__u64 one = 1;
+
+	__sync_fetch_and_add(added, 1);
+	if (*added >= half && !wake_sent) {
+		wake_sent = 1;
+		bpf_ringbuf_output(&bstack_wake, &one, sizeof(one), BPF_RB_FORCE_WAKEUP);
+	}
+}
+
 static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 					 struct bpf_bstack_stats *stats, int full_stat,
 					 int unstored_stat)
@@ -380,7 +404,7 @@ static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 		return h;
 	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
 	if (!err)
-		__sync_fetch_and_add(&stacks_added, 1);
+		note_added(&stacks_added, stacks_half);
 	if (!err || err == -EEXIST)
 		return h;
 	stat_inc(stats, err == -E2BIG ? full_stat : unstored_stat, 1);
@@ -884,7 +908,7 @@ static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
 		err = bpf_map_update_elem(counts, key, &init, BPF_NOEXIST);
 		if (!err) {
 			/* of the map in use, if a drain has not just swapped them */
-			__sync_fetch_and_add(&counts_added[active_counts & 1], 1);
+			note_added(&counts_added[active_counts & 1], counts_half);
 			return;
 		}
 		if (err != -EEXIST) {
