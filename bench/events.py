@@ -10,7 +10,10 @@ Profilers, interleaved: none; perf record -g on the tracepoint and on a
 uprobe of bench_event made by perf probe (perf's own stacks, through the
 ring buffer); perf bstack record -e the tracepoint, and --uprobe
 bench_event, each with build-id stacks and with --ip-stacks (the same
-program with a plain stack of IPs).  Measured:
+program with a plain stack of IPs).  The uprobe rows again on
+bench_event_nop5 (`bench_work events-nop5 N`), whose first instruction is
+a 5-byte nop: Linux 6.18 turns a uprobe there into a call instead of an
+int3 trap, for both recorders.  Measured:
 the BPF program's ns per event (kernel.bpf_stats_enabled), the slowdown
 of the workload, how many of the N events each recorder kept, and the
 size of what it wrote.
@@ -27,20 +30,34 @@ import tempfile
 from run import BUILD, PERF, TOP, write_section, bpf_stats_enabled, build_workloads, sh
 
 TP = "syscalls:sys_enter_getppid"
-# the uprobe event perf probe makes of bench_event, for perf record's own row
+# the uprobe events perf probe makes of bench_event and bench_event_nop5,
+# for perf record's own rows
 PROBE = "probe_bench_work:bench_event"
+PROBE_NOP5 = "probe_bench_work:bench_event_nop5"
+NOP5 = "uprobe at a 5-byte nop"
+# the run without a profiler each row's added time is measured from
+BASE = {"events": "none", "events-nop5": "none, 5-byte nop"}
 
 
 def profilers():
+    """name -> (perf's arguments, the workload's mode)"""
     uprobe = "%s/bench_work:bench_event" % BUILD
+    nop5 = "%s/bench_work:bench_event_nop5" % BUILD
     return {
-        "none": None,
-        "record -g, tracepoint": ["record", "-e", TP, "-g"],
-        "bstack, tracepoint": ["bstack", "record", "-e", TP],
-        "bstack --ip-stacks, tracepoint": ["bstack", "record", "-e", TP, "--ip-stacks"],
-        "record -g, uprobe": ["record", "-e", PROBE, "-g"],
-        "bstack, uprobe": ["bstack", "record", "--uprobe", uprobe],
-        "bstack --ip-stacks, uprobe": ["bstack", "record", "--uprobe", uprobe, "--ip-stacks"],
+        "none": (None, "events"),
+        "record -g, tracepoint": (["record", "-e", TP, "-g"], "events"),
+        "bstack, tracepoint": (["bstack", "record", "-e", TP], "events"),
+        "bstack --ip-stacks, tracepoint":
+            (["bstack", "record", "-e", TP, "--ip-stacks"], "events"),
+        "record -g, uprobe": (["record", "-e", PROBE, "-g"], "events"),
+        "bstack, uprobe": (["bstack", "record", "--uprobe", uprobe], "events"),
+        "bstack --ip-stacks, uprobe":
+            (["bstack", "record", "--uprobe", uprobe, "--ip-stacks"], "events"),
+        "none, 5-byte nop": (None, "events-nop5"),
+        "record -g, " + NOP5: (["record", "-e", PROBE_NOP5, "-g"], "events-nop5"),
+        "bstack, " + NOP5: (["bstack", "record", "--uprobe", nop5], "events-nop5"),
+        "bstack --ip-stacks, " + NOP5:
+            (["bstack", "record", "--uprobe", nop5, "--ip-stacks"], "events-nop5"),
     }
 
 
@@ -67,15 +84,15 @@ def kept_by_bstack(err):
     return hits, lost
 
 
-def run_once(name, args, n, data):
-    cmd = [os.path.join(BUILD, "bench_work"), "events", str(n)]
+def run_once(name, args, mode, n, data):
+    cmd = [os.path.join(BUILD, "bench_work"), mode, str(n)]
     if args is not None:
         cmd = [PERF] + args + ["-o", data, "--"] + cmd
     r = sh(cmd)
     if r.returncode:
         sys.exit("bench: %s failed:\n%s" % (" ".join(cmd), r.stderr[-2000:]))
     m = re.search(r"bench: wall ([\d.]+) cpu ([\d.]+)", r.stderr)
-    res = {"wall": float(m.group(1))}
+    res = {"wall": float(m.group(1)), "mode": mode}
     if args is None:
         return res
     res["bytes"] = os.path.getsize(data)
@@ -112,8 +129,8 @@ def write_results(path, n, repeats, results):
              "| BPF ns/event | vs --ip-stacks "
              "| events/s | kept | lost (counted) | perf.data bytes |")
     w.append("|---|---|---|---|---|---|---|---|---|---|")
-    base = med([r["wall"] for r in results["none"]])
     for name, rs in results.items():
+        base = med([r["wall"] for r in results[BASE[rs[0]["mode"]]]])
         wall = med([r["wall"] for r in rs])
         # the time the profiler adds, against perf record -g at the same place
         peer = med([r["wall"] for r in results.get("record -g, " + name.split(", ")[-1], [])])
@@ -127,9 +144,9 @@ def write_results(path, n, repeats, results):
             name, wall, "%.2f×" % (wall / base) if base else "n/a", added, fmt(ns),
             "%.2f×" % (ns / floor) if ns and floor else "",
             fmt(n / wall) if wall else "n/a",
-            fmt(med([r.get("kept") for r in rs])) if name != "none" else "",
-            fmt(med([r.get("lost") for r in rs])) if name != "none" else "",
-            fmt(med([r.get("bytes") for r in rs])) if name != "none" else ""))
+            fmt(med([r.get("kept") for r in rs])) if name not in BASE.values() else "",
+            fmt(med([r.get("lost") for r in rs])) if name not in BASE.values() else "",
+            fmt(med([r.get("bytes") for r in rs])) if name not in BASE.values() else ""))
     w.append("")
     write_section(path, "## Events", "\n".join(w) + "\n")
 
@@ -149,18 +166,21 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="perf-bstack-events.")
     results = {}
-    probe = sh([PERF, "probe", "-q", "-x", os.path.join(BUILD, "bench_work"), "bench_event"])
-    if probe.returncode:
-        sys.exit("bench: perf probe of bench_event failed:\n%s" % probe.stderr[-2000:])
+    for func in ("bench_event", "bench_event_nop5"):
+        probe = sh([PERF, "probe", "-q", "-x", os.path.join(BUILD, "bench_work"), func])
+        if probe.returncode:
+            sys.exit("bench: perf probe of %s failed:\n%s" % (func, probe.stderr[-2000:]))
     try:
         with bpf_stats_enabled():
             for _ in range(repeats):
-                for name, args in profilers().items():
+                for name, (args, mode) in profilers().items():
                     data = os.path.join(tmp, "events.data")
-                    results.setdefault(name, []).append(run_once(name, args, n, data))
+                    results.setdefault(name, []).append(
+                        run_once(name, args, mode, n, data))
         write_results(opts.out, n, repeats, results)
     finally:
         sh([PERF, "probe", "-q", "-d", PROBE])
+        sh([PERF, "probe", "-q", "-d", PROBE_NOP5])
         subprocess.run(["rm", "-rf", tmp])
 
 
