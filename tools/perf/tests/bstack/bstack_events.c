@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Workload for the perf bstack event tests: a function called an exact
- * number of times (uprobes), short-lived children forked and exec'd from
- * known functions (tracepoints), and a thread that sleeps in a known
- * function for a known time (off-CPU).  Frame pointers everywhere, as in
+ * Workload for the perf bstack event tests: functions called an exact
+ * number of times (uprobes, one of them at a 5-byte nop on x86_64),
+ * short-lived children forked and exec'd from known functions
+ * (tracepoints), and a thread that sleeps in a known function for a known
+ * time (off-CPU).  Frame pointers everywhere, as in
  * bstack_work.  With DEPTH, the calls are made from that many frames of
  * recursion: a stack deeper than the one perf bstack asks for first.
  *
@@ -43,12 +44,34 @@ void bstack_events_target(unsigned long i)
 	asm volatile("" : : "r"(i) : "memory");
 }
 
+#if defined(__x86_64__)
+/*
+ * The other uprobe target, called CALLS times too: its first instruction
+ * is a 5-byte nop, where USDT probes built for it put theirs.  Linux 6.18
+ * takes a uprobe there through a call to a trampoline and a system call
+ * instead of an int3 trap, and the probed task's registers are rebuilt
+ * for the consumers: the stack walk starts from them.
+ */
+__attribute__((naked)) void bstack_events_nop5(unsigned long i)
+{
+	asm(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"
+	    "ret\n\t");
+}
+#else
+void bstack_events_nop5(unsigned long i)
+{
+	asm volatile("" : : "r"(i) : "memory");
+}
+#endif
+
 void bstack_events_caller(unsigned long calls)
 {
 	unsigned long i;
 
-	for (i = 0; i < calls; i++)
+	for (i = 0; i < calls; i++) {
 		bstack_events_target(i);
+		bstack_events_nop5(i);
+	}
 }
 
 void bstack_events_deep(unsigned long depth, unsigned long calls)

@@ -52,6 +52,24 @@ test_uprobe() {
 	[ "$n" = $calls ] || fail "uprobe: $n hits in all, not $calls"
 }
 
+# Linux 6.18 turns a uprobe on a 5-byte nop into a call to a trampoline
+# after its first hit; the trampoline's system call rebuilds the task's
+# registers as the trap would have left them, and the walk starts there
+# (elsewhere than x86_64 the function is an ordinary one)
+test_uprobe_nop5() {
+	echo "a uprobe on a 5-byte nop counts each of the $calls calls, with its callers"
+	perf --buildid-dir "$cache" bstack record -q -o "$tmp/nop5.data" \
+		--uprobe "$tmp/bstack_events.kept:bstack_events_nop5" -- \
+		"$tmp/bstack_events.kept" $calls 0 0 > "$tmp/nop5.out" 2>&1 ||
+		{ fail "record of a uprobe on a nop: $(tail -1 "$tmp/nop5.out")"; return; }
+	perf --buildid-dir "$cache" bstack report -i "$tmp/nop5.data" --folded \
+		> "$tmp/nop5.folded" 2>&1 || fail "report --folded of a uprobe on a nop"
+	n=$(bstack_folded_sum "$tmp/nop5.folded" \
+	    "^bstack_events[^;]*;.*;main;bstack_events_caller;bstack_events_nop5 ")
+	[ "$n" = $calls ] || fail "uprobe on a nop: $n hits from bstack_events_caller," \
+		"not $calls: $(head -3 "$tmp/nop5.folded")"
+}
+
 # perf bstack asks the kernel for as many frames as it has seen so far,
 # plus a margin: a stack that fills that is taken again, whole; and one
 # taken after it, shallower, has none of its frames
@@ -218,6 +236,7 @@ test_syscall_entry() {
 }
 
 test_uprobe
+test_uprobe_nop5
 test_uprobe_storm
 test_syscall_entry
 test_deep_stack
