@@ -157,8 +157,8 @@ fi
 smoke=$build/RESULTS-events-smoke.md
 rm -f "$smoke"
 if out=$(python3 "$top/bench/events.py" --smoke --out "$smoke" 2>&1) &&
-   [ "$(grep -cE '^\| (none|record -g|bstack)' "$smoke")" = 7 ] &&
-   [ "$(grep -E '^\| bstack' "$smoke" | awk -F'|' '$9 + 0 == 2000' | wc -l)" = 4 ]; then
+   [ "$(grep -cE '^\| (none|record -g|bstack)' "$smoke")" = 11 ] &&
+   [ "$(grep -E '^\| bstack' "$smoke" | awk -F'|' '$9 + 0 == 2000' | wc -l)" = 6 ]; then
 	pass=$((pass + 1))
 else
 	echo "bench events smoke run failed: $out"
