@@ -124,7 +124,10 @@ def write_results(path, n, repeats, results):
              "instead of build-id frames. \"kept\" is the events the recording holds, "
              "of %d. \"added wall vs record -g\" is the workload's wall time above the "
              "run without a profiler, against that of perf record -g on the same "
-             "tracepoint or function (target of issue 22: at most 0.5×).\n" % (n, n, repeats, n))
+             "tracepoint or function (target of issue 22: at most 0.5×). The last rows "
+             "probe bench_event_nop5() (`bench_work events-nop5`), whose first "
+             "instruction is a 5-byte nop, which Linux 6.18 on x86-64 takes through a "
+             "call instead of an int3 trap.\n" % (n, n, repeats, n))
     w.append("| profiler | workload wall s | slowdown | added wall vs record -g "
              "| BPF ns/event | vs --ip-stacks "
              "| events/s | kept | lost (counted) | perf.data bytes |")
