@@ -4,9 +4,10 @@
  * number of times (uprobes, one of them at a 5-byte nop on x86_64),
  * short-lived children forked and exec'd from known functions
  * (tracepoints), and a thread that sleeps in a known function for a known
- * time (off-CPU).  Frame pointers everywhere, as in
- * bstack_work.  With DEPTH, the calls are made from that many frames of
- * recursion: a stack deeper than the one perf bstack asks for first.
+ * time (off-CPU).  Frame pointers everywhere, as in bstack_work, but in
+ * the nop function, a leaf that pushes nothing.  With DEPTH, the calls
+ * are made from that many frames of recursion: a stack deeper than the
+ * one perf bstack asks for first.
  *
  * usage: bstack_events CALLS CHILDREN SLEEP_MS [DEPTH]
  */
