@@ -1,5 +1,5 @@
 #!/bin/bash
-# perf report survives damaged perf.data files
+# perf report and perf inject survive damaged perf.data files
 # SPDX-License-Identifier: GPL-2.0
 #
 # Each file of tests/perf-data-damaged crashed or hung perf before the fix
@@ -35,7 +35,24 @@ for f in "$data_dir"/*.data; do
 	run "$f" report --stdio --header-only
 	run "$f" report -D
 	run "$f" script
+	run "$f" inject -o "$tmp/out.data"
 done
+
+# A newer perf's file: perf inject leaves out, with a warning, the features
+# this perf does not know, and keeps every sample
+f=$data_dir/feature-unknown-to-this-perf.data
+echo "perf inject of $(basename "$f")"
+if ! perf inject -i "$f" -o "$tmp/out.data" 2> "$tmp/err"; then
+	echo "perf inject failed: $(cat "$tmp/err")"
+	err=1
+elif ! grep -q 'unknown header features' "$tmp/err"; then
+	echo "perf inject gave no warning of the unknown features"
+	err=1
+elif [ "$(perf report --stdio -i "$f" 2> /dev/null | grep '^# Samples')" != \
+       "$(perf report --stdio -i "$tmp/out.data" 2> /dev/null | grep '^# Samples')" ]; then
+	echo "perf inject did not keep the samples"
+	err=1
+fi
 
 [ $err = 0 ] && echo "perf data damaged test [Success]"
 exit $err
