@@ -22,6 +22,7 @@
 #include <linux/zalloc.h>
 
 #include "util/bstack-flamegraph.h"
+#include "util/bstack-payload.h"
 #include "util/debug.h"
 #include "util/hashmap.h"
 #include "util/util.h"
@@ -39,7 +40,7 @@ struct fg_graph {
 };
 
 struct bpf_bstack_flamegraph {
-	struct fg_graph	graph[32];
+	struct fg_graph	graph[BPF_BSTACK_MAX_EVENTS];
 	int		nr_graphs;
 	struct hashmap	*children;	/* struct fg_node * (by parent and name) -> itself */
 };
@@ -104,8 +105,10 @@ int bpf_bstack_flamegraph__add_graph(struct bpf_bstack_flamegraph *fg, const cha
 {
 	struct fg_graph *g;
 
-	if (fg->nr_graphs == (int)ARRAY_SIZE(fg->graph))
+	if (fg->nr_graphs == (int)ARRAY_SIZE(fg->graph)) {
+		pr_err("flame graph: more than %zu events\n", ARRAY_SIZE(fg->graph));
 		return -E2BIG;
+	}
 	g = &fg->graph[fg->nr_graphs];
 	g->event = strdup(event);
 	g->unit = strdup(unit);

@@ -31,6 +31,7 @@
 #endif
 
 #include "util/bstack-jit.h"
+#include "util/bstack-payload.h"
 #include "util/bstack-pprof.h"
 #include "util/build-id.h"
 #include "util/callchain.h"
@@ -164,7 +165,7 @@ struct bpf_bstack_pprof {
 	size_t		nr_location, alloc_location;
 	u64		*function;	/* name index of each */
 	size_t		nr_function, alloc_function;
-	u64		types[32][2];	/* type, unit string indices */
+	u64		types[BPF_BSTACK_MAX_EVENTS][2];	/* type, unit string indices */
 	int		nr_types;
 	u64		time_ns, duration_ns;
 	struct pb	samples, tmp, tmp2;
@@ -310,8 +311,10 @@ void bpf_bstack_pprof__delete(struct bpf_bstack_pprof *p)
 
 int bpf_bstack_pprof__add_type(struct bpf_bstack_pprof *p, const char *type, const char *unit)
 {
-	if (p->nr_types == (int)ARRAY_SIZE(p->types))
+	if (p->nr_types == (int)ARRAY_SIZE(p->types)) {
+		pr_err("pprof: more than %zu sample types\n", ARRAY_SIZE(p->types));
 		return -E2BIG;
+	}
 	p->types[p->nr_types][0] = intern(p, type);
 	p->types[p->nr_types][1] = intern(p, unit);
 	return p->nr_types++;

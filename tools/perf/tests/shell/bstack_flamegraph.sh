@@ -49,5 +49,16 @@ grep -qE 'class="d3-flame-graph-label"[^>]*>fg_nofp<' "$tmp/dom.html" ||
 	fail "no frame labelled with the comm"
 echo "  drawn: $total samples, $compare in nofp_compare, $outer under nofp_outer"
 
+echo "--flamegraph of a recording of 34 events: a graph each"
+if bstack_record_many_events "$tmp/many.data"; then
+	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/many.data" \
+		--flamegraph "$tmp/many.html" 2> "$tmp/many.err" ||
+		fail "--flamegraph of 34 events: exit $?: $(tail -1 "$tmp/many.err")"
+	n=$(grep -oE '"syscalls:sys_enter_[a-z0-9_]+"' "$tmp/many.html" | sort -u | wc -l)
+	[ "$n" = 34 ] || fail "--flamegraph of 34 events names $n of them"
+else
+	fail "cannot record 34 events"
+fi
+
 [ $err = 0 ] && echo "perf bstack flame graph test [Success]"
 exit $err

@@ -87,5 +87,16 @@ PPROF_BINARY_PATH=$tmp/bins "$tmp/pprof" -symbolize=local -top -nodecount=1000 \
 	"$tmp/raw.pb.gz" > "$tmp/raw_top" 2>&1
 check_top "pprof -symbolize=local" "$tmp/raw_top"
 
+echo "--pprof of a recording of 34 events: a sample type each"
+if bstack_record_many_events "$tmp/many.data"; then
+	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/many.data" \
+		--pprof "$tmp/many.pb.gz" 2> "$tmp/many.err" ||
+		fail "--pprof of 34 events: exit $?: $(tail -1 "$tmp/many.err")"
+	n=$(decode "$tmp/many.pb.gz" 2> /dev/null | grep -c '^sample_type')
+	[ "$n" = 34 ] || fail "--pprof of 34 events has $n sample types"
+else
+	fail "cannot record 34 events"
+fi
+
 [ $err = 0 ] && echo "perf bstack pprof test [Success]"
 exit $err

@@ -130,6 +130,19 @@ bstack_wait_for_file() {
 	return 1
 }
 
+# Record $1 at 34 system-call tracepoints: more events than the 32 that
+# --pprof and --flamegraph once had room for (a recording may have 64)
+bstack_record_many_events() {
+	_ev=
+	for _t in $(perf list --raw-dump tracepoint 2> /dev/null | tr ' ' '\n' |
+		    grep '^syscalls:sys_enter_' | head -n 34); do
+		_ev="$_ev -e $_t"
+	done
+	# shellcheck disable=SC2086
+	perf --buildid-dir "$tmp/cache" bstack record -q $_ev -o "$1" -- \
+		sh -c 'ls / > /dev/null; cat /proc/self/stat > /dev/null'
+}
+
 # Start a test named $1 whose private temporary directory is $tmp: it is
 # removed at exit, after bstack_test_cleanup if the test defines one
 bstack_start_test() {
