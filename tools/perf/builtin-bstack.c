@@ -330,8 +330,10 @@ static int bstack_script(void)
 	perf_tool__init(&sc.tool, /*ordered_events=*/false);
 	sc.tool.sample = script_sample;
 	session = perf_session__new(&data, &sc.tool);
-	if (IS_ERR(session))
+	if (IS_ERR(session)) {
+		pr_err("cannot read %s: not a perf.data file, or truncated\n", data.path);
 		return PTR_ERR(session);
+	}
 
 	if (!evlist__find_evsel_by_str(session->evlist, BPF_BSTACK_EVENT)) {
 		pr_err("%s has no bstack samples: record it with 'perf bstack record'\n",
@@ -340,7 +342,9 @@ static int bstack_script(void)
 		goto out;
 	}
 	err = perf_session__process_events(session);
-	if (!err && sc.nr_damaged)
+	if (err)
+		pr_err("%s could not be read (error %d): truncated or damaged\n", data.path, err);
+	else if (sc.nr_damaged)
 		pr_warning("%" PRIu64 " damaged records skipped\n", sc.nr_damaged);
 out:
 	perf_session__delete(session);
