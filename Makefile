@@ -9,7 +9,8 @@
 #   make series   write the work as a git format-patch series (build/series)
 #   make bench    benchmarks into bench/RESULTS*.md (sampling, events, same-run counts)
 #   make asan     perf with ASan+UBSan in build/perf-asan, and the bstack tests on it
-#   make fuzz     libFuzzer on the payload decoder, 10,000 mutated files under ASan
+#   make fuzz     libFuzzer on the payload decoder, 20,000 mutated files through
+#                 every reader under ASan
 #   make stress   10 minutes of --interval over churn: memory must stay bounded
 #   make kernel-check  our kernel patches on 6.12, the bstack tests in QEMU
 
@@ -79,6 +80,8 @@ asan-build: tree
 		-j$(JOBS) >$(BUILD)/perf-asan-build.log 2>&1 || \
 		{ tail -n 40 $(BUILD)/perf-asan-build.log; \
 		  echo "error: ASan perf build failed, see build/perf-asan-build.log" >&2; exit 1; }
+	@scripts/fetch-flamegraph.sh $(ASAN_OUT) || \
+		echo "warning: no d3-flame-graph: the ASan perf cannot draw flame graphs" >&2
 	@echo "  PERF    build/perf-asan/perf (ASan, UBSan)"
 
 asan: asan-build
@@ -86,7 +89,7 @@ asan: asan-build
 
 fuzz: perf asan-build
 	@scripts/fuzz.sh $${FUZZ_SECONDS:-600}
-	@PERF_BUILD=$(ASAN_OUT) BSTACK_FUZZ_COUNT=$${FUZZ_COUNT:-10000} \
+	@PERF_BUILD=$(ASAN_OUT) BSTACK_FUZZ_COUNT=$${FUZZ_COUNT:-20000} \
 		scripts/check.sh --tests-only --only 'survives mutated'
 
 demo: perf

@@ -4,11 +4,15 @@
 
   bstack_mutate.py SEED COUNT INPUT OUTDIR
 
-Kinds: a bit flipped in an event, in a bstack payload, in the file
-header or in the header features after the data (the build-id table
-among them); a file cut at an event boundary (or just after one); an
-event header size that lies; a payload frame count or size that lies.
-The variants of one seed are always the same.
+Kinds, of the events: a bit flipped in an event, in a bstack payload, or
+in the header features after the data (the build-id table among them); a
+file cut at an event boundary (or just after one), or anywhere; an event
+header size that lies; a payload frame count or size that lies.  Kinds,
+of the whole file: a field of the file header that lies; bits of the
+feature bitmap set or flipped, those of features this perf does not know
+among them; the attributes (and their id sections) flipped or lying; an
+entry of the feature section table that lies; a run of bytes overwritten
+anywhere.  The variants of one seed are always the same.
 """
 import os
 import random
@@ -79,17 +83,76 @@ def mutate(rng, orig, evs, pls, feat):
     return bytes(b)
 
 
+LIES = (0, 1, 7, 8, 0xffffffff, 1 << 32, 1 << 40, (1 << 64) - 1)
+
+
+class Layout:
+    """Where the parts of a perf.data file are, as far as its header says."""
+
+    def __init__(self, b):
+        self.size = len(b)
+        self.attr_off, self.attr_size = struct.unpack_from("<QQ", b, 24)
+        self.data_off, self.data_size = struct.unpack_from("<QQ", b, 40)
+        self.feat_off = self.data_off + self.data_size
+        words = struct.unpack_from("<4Q", b, 72)
+        self.nr_feat = sum(bin(w).count("1") for w in words)
+        self.evs = events(b, self.data_off, self.data_size)
+        self.pls = [p + self.data_off for p in
+                    payloads(b[self.data_off:self.data_off + self.data_size])]
+
+    def lie(self, rng):
+        return rng.choice(LIES + (self.size, self.size * 2, rng.randrange(self.size)))
+
+
+def mutate_file(rng, b, lay):
+    """Damage the file outside its events: header, attributes, features."""
+    kind = rng.randrange(6)
+    if kind == 0:                               # a file header field lies
+        struct.pack_into("<Q", b, 8 * rng.randrange(1, 9), lay.lie(rng))
+    elif kind == 1:                             # feature bits, known or not
+        bit = rng.randrange(256)
+        if rng.randrange(2):
+            b[72 + bit // 8] ^= 1 << bit % 8
+        else:
+            pos = 72 + rng.randrange(32)
+            n = min(4, 104 - pos)
+            b[pos:pos + n] = bytes(rng.choice((0xff, rng.randrange(256))) for _ in range(n))
+    elif kind == 2 and lay.attr_size:           # the attributes and their ids
+        pos = lay.attr_off + rng.randrange(min(lay.attr_size, 1 << 16))
+        if pos + 8 <= len(b):
+            if rng.randrange(2):
+                b[pos] ^= 1 << rng.randrange(8)
+            else:
+                struct.pack_into("<Q", b, pos & ~7, lay.lie(rng))
+    elif kind == 3 and lay.nr_feat:             # a feature section entry lies
+        pos = lay.feat_off + 16 * rng.randrange(lay.nr_feat) + 8 * rng.randrange(2)
+        if pos + 8 <= len(b):
+            struct.pack_into("<Q", b, pos, lay.lie(rng))
+    elif kind == 4:                             # a run of bytes anywhere
+        pos, n = rng.randrange(len(b)), rng.randrange(1, 33)
+        fill = rng.choice((0, 0xff, None))
+        b[pos:pos + n] = bytes(rng.randrange(256) if fill is None else fill
+                               for _ in range(min(n, len(b) - pos)))
+    else:                                       # a bit flip anywhere
+        b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+    return bytes(b)
+
+
+def variant(rng, orig, lay):
+    """One damaged copy: half of the kinds hit the events, half the rest"""
+    if rng.randrange(2):
+        return mutate(rng, orig, lay.evs, lay.pls, lay.feat_off)
+    return mutate_file(rng, bytearray(orig), lay)
+
+
 def main():
     seed, count, src, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     orig = open(src, "rb").read()
-    data_off, data_size = struct.unpack_from("<QQ", orig, 40)
-    evs = events(orig, data_off, data_size)
-    pls = payloads(orig[data_off:data_off + data_size])
-    pls = [p + data_off for p in pls]
+    lay = Layout(orig)
     rng = random.Random(seed)
     for i in range(count):
         with open(os.path.join(out, "m%05d.data" % i), "wb") as f:
-            f.write(mutate(rng, orig, evs, pls, data_off + data_size))
+            f.write(variant(rng, orig, lay))
 
 
 if __name__ == "__main__":
