@@ -58,6 +58,7 @@ struct bstack_merge {
 	u64				bytes;
 	int				err;
 	struct perf_session		*first;		/* its header is the output's */
+	struct perf_data		first_data;	/* first's, until it is deleted */
 	struct evsel			*out_evsel;	/* its bstack event */
 	u64				out_id;
 	union perf_event		*event;		/* scratch for a record */
@@ -727,12 +728,12 @@ static int merge_init(struct bstack_merge *m)
 
 static int merge_inputs(struct bstack_merge *m, const char **inputs, int nr, bool force)
 {
-	struct perf_data first_data = {}, data = {};
+	struct perf_data data = {};
 	struct perf_session *in;
 	u64 data_offset;
 	int i, err;
 
-	err = open_input(m, inputs[0], force, &first_data, &m->first);
+	err = open_input(m, inputs[0], force, &m->first_data, &m->first);
 	if (err) {
 		if (IS_ERR(m->first))
 			m->first = NULL;
