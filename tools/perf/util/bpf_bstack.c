@@ -599,6 +599,9 @@ static int config_cfi(struct bpf_bstack *b)
 	bpf_program__set_autoload(b->skel->progs.on_dl_change, cfi);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_rows, cfi ? o->cfi_rows : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_files, cfi ? 4096 : 1);
+	/* most pages of code hold hundreds of rows: this many pages is plenty */
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_pages,
+				 cfi ? max(o->cfi_rows / 8, 65536) : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_file_ids, cfi ? 4096 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_procs, cfi ? 1024 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_asked, cfi ? 1024 : 1);
@@ -1600,6 +1603,8 @@ static void read_stats(struct bpf_bstack *b, struct bpf_bstack_stats *sum)
 	}
 	free(percpu);
 	sum->stat[BPF_BSTACK_STAT_RECURSION_MISSES] = recursion_misses(b);
+	if (b->cfi)
+		bpf_bstack_cfi__stats(b->cfi, sum->stat);
 }
 
 static int write_stats(struct bstack_writer *w)

@@ -49,6 +49,15 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_CFI_FP_GUESSED] = "frames stepped by frame pointer where no rule was",
 	[BPF_BSTACK_STAT_KERN_RECALLED]	 = "kernel stacks of system call entries not walked again",
 	[BPF_BSTACK_STAT_CFI_IN_EXEC]	 = "stacks left to the kernel: inside execve()",
+	[BPF_BSTACK_STAT_CFI_FP_UNLOADED] = "frames stepped by frame pointer: table not loaded",
+	[BPF_BSTACK_STAT_TABLES_LOADED]	 = "unwind tables loaded",
+	[BPF_BSTACK_STAT_TABLES_RELOADED] = "unwind tables loaded again after they left",
+	[BPF_BSTACK_STAT_TABLES_RECLAIMED] = "unwind tables of files no longer mapped, freed",
+	[BPF_BSTACK_STAT_TABLES_EVICTED] = "unwind tables not used for a while, evicted",
+	[BPF_BSTACK_STAT_TABLES_NO_ROOM] = "unwind tables that found no room",
+	[BPF_BSTACK_STAT_TABLES_TOO_LARGE] = "unwind tables larger than all the rows",
+	[BPF_BSTACK_STAT_TABLE_ROWS]	 = "unwind table rows in use",
+	[BPF_BSTACK_STAT_TABLE_ROWS_MAX] = "unwind table rows in all",
 };
 
 /* User (or kernel) stacks lost, for whatever reason, by the counters */

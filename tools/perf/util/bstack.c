@@ -507,6 +507,24 @@ static void print_hosts(const struct bpf_bstack_summary *s, FILE *fp)
 	}
 }
 
+/* What the recorder's unwind tables did within their rows (--cfi-rows) */
+static void print_tables(const u64 *stat, FILE *fp)
+{
+	fprintf(fp, "# bstack: unwind tables: %" PRIu64 " loaded (%" PRIu64
+		" again after they left), %" PRIu64 " reclaimed (no process mapped them), %"
+		PRIu64 " evicted (not used for a while)",
+		stat[BPF_BSTACK_STAT_TABLES_LOADED], stat[BPF_BSTACK_STAT_TABLES_RELOADED],
+		stat[BPF_BSTACK_STAT_TABLES_RECLAIMED], stat[BPF_BSTACK_STAT_TABLES_EVICTED]);
+	fprintf(fp, ", %" PRIu64 " found no room", stat[BPF_BSTACK_STAT_TABLES_NO_ROOM]);
+	if (stat[BPF_BSTACK_STAT_TABLES_TOO_LARGE])
+		fprintf(fp, " (%" PRIu64 " larger than all the rows)",
+			stat[BPF_BSTACK_STAT_TABLES_TOO_LARGE]);
+	fprintf(fp, ", %" PRIu64 " rows of %" PRIu64 " in use at the end, %" PRIu64
+		" frames by frame pointer while their table was not loaded\n",
+		stat[BPF_BSTACK_STAT_TABLE_ROWS], stat[BPF_BSTACK_STAT_TABLE_ROWS_MAX],
+		stat[BPF_BSTACK_STAT_CFI_FP_UNLOADED]);
+}
+
 void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 {
 	u64 frames = s->nr_valid_frames + s->nr_ip_frames;
@@ -536,6 +554,8 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 				s->stat[BPF_BSTACK_STAT_CFI_IN_EXEC]);
 		fprintf(fp, "\n");
 	}
+	if (s->stat[BPF_BSTACK_STAT_TABLE_ROWS_MAX])
+		print_tables(s->stat, fp);
 	fprintf(fp, "# bstack: user frames: %.1f%% with build-id, %.1f%% as IP (%" PRIu64
 		" of %" PRIu64 " found in recorded maps), %" PRIu64 " bogus offsets, %" PRIu64
 		" unknown\n",

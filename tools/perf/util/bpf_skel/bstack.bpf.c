@@ -121,6 +121,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_cfi_page);
+	__uint(max_entries, 1);
+} bstack_cfi_pages SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, struct bpf_bstack_cfi_file);
 	__uint(max_entries, 1);
@@ -225,6 +233,8 @@ int active_counts;
 /* entries put into the maps since perf last drained them: it drains before they fill */
 __u64 counts_added[2];
 __u64 stacks_added;
+/* processes forgotten: the tables of their files may be reclaimed now */
+__u64 procs_freed;
 int wake_sent;		/* since the last drain */
 
 /* set before load */
@@ -552,6 +562,7 @@ struct cfi_walk {
 	__u32 max;
 	int end;		/* the stat of why the walk ended, 0: still walking */
 	__u32 lo, hi;		/* of a binary search */
+	__u32 now;		/* bpf_ktime_get_ns() >> 30, to stamp the tables used */
 	bool exact;		/* pc is not a return address: the leaf, or after a signal */
 	bool guessed;		/* pc came from a frame pointer where no rule was */
 };
@@ -589,18 +600,28 @@ static __always_inline struct bpf_bstack_cfi_map *find_map(struct cfi_walk *w,
 	return pc < m->end ? m : NULL;
 }
 
-/* The row of file that covers file offset off */
+/*
+ * The row of file that covers file offset off: its page's rows, then a
+ * binary search of them, a few cache lines apart
+ */
 static __always_inline struct bpf_bstack_cfi_row *find_row(struct cfi_walk *w,
 							   struct bpf_bstack_cfi_file *file,
 							   __u64 off)
 {
+	struct bpf_bstack_cfi_page *page;
 	struct bpf_bstack_cfi_row *row;
 	__u32 mid;
 	int i;
 
-	w->lo = file->first;
-	w->hi = file->first + file->nr;
-	bpf_for(i, 0, 32) {
+	if (off < file->base || (off - file->base) >> BPF_BSTACK_CFI_PAGE_SHIFT >= file->nr_pages)
+		return NULL;
+	mid = file->first + ((off - file->base) >> BPF_BSTACK_CFI_PAGE_SHIFT);
+	page = bpf_map_lookup_elem(&bstack_cfi_pages, &mid);
+	if (!page)
+		return NULL;
+	w->lo = page->first;
+	w->hi = page->first + page->nr;
+	bpf_for(i, 0, BPF_BSTACK_CFI_PAGE_SHIFT + 2) {
 		if (w->lo >= w->hi)
 			break;
 		mid = w->lo + (w->hi - w->lo) / 2;
@@ -612,7 +633,7 @@ static __always_inline struct bpf_bstack_cfi_row *find_row(struct cfi_walk *w,
 		else
 			w->hi = mid;
 	}
-	if (w->lo == file->first)
+	if (w->lo == page->first)
 		return NULL;
 	mid = w->lo - 1;
 	return bpf_map_lookup_elem(&bstack_cfi_rows, &mid);
@@ -734,6 +755,29 @@ static __always_inline int row_step(struct cfi_walk *w, struct bpf_bstack_cfi_ro
 	return 0;
 }
 
+/*
+ * The table of file (index i) is not loaded: it found no room, or was
+ * evicted to make room.  Ask user space for it, every 16 ms at most, and
+ * step by frame pointer meanwhile.
+ */
+static __always_inline void ask_table(struct cfi_walk *w, __u32 i,
+				      struct bpf_bstack_cfi_file *file,
+				      struct bpf_bstack_stats *stats)
+{
+	struct bpf_bstack_cfi_ask ask = {
+		.tgid	= w->tgid,
+		.file	= i,
+		.time	= bpf_ktime_get_ns(),
+	};
+	__u32 now = ask.time >> 24;
+
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_FP_UNLOADED, 1);
+	if (file->asked == now)
+		return;
+	file->asked = now;
+	bpf_ringbuf_output(&bstack_cfi_ask, &ask, sizeof(ask), 0);
+}
+
 /* One frame of the walk: the stat of why the walk ended there, 0 to go on */
 static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_proc *proc,
 				    struct bpf_bstack_user_stack *buf,
@@ -753,8 +797,13 @@ static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_pr
 	if (m->file != BPF_BSTACK_CFI_NO_FILE)
 		file = bpf_map_lookup_elem(&bstack_cfi_files, &m->file);
 	add_frame(w, buf, m, file);
+	if (file && !file->nr && (file->flags & BPF_BSTACK_CFI_FILE_UNLOADED))
+		ask_table(w, m->file, file, stats);
 	if (!file || !file->nr)
 		return fp_step(w, stats);
+	/* a store once a second at most: the line is shared by every CPU */
+	if (file->used != w->now)
+		file->used = w->now;
 	row = find_row(w, file, pc - m->start + m->pgoff);
 	if (!row || (row->cfa_kind == BPF_BSTACK_CFA_NO_FDE && !w->exact))
 		return guess_step(w, stats);
@@ -775,6 +824,7 @@ static __always_inline void ask_mappings(__u32 tgid)
 		return;
 	bpf_map_update_elem(&bstack_cfi_asked, &tgid, &now, BPF_ANY);
 	ask.tgid = tgid;
+	ask.file = BPF_BSTACK_CFI_NO_FILE;
 	ask.time = now;
 	bpf_ringbuf_output(&bstack_cfi_ask, &ask, sizeof(ask), 0);
 }
@@ -835,6 +885,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->bp = BPF_CORE_READ(regs, bp);
 	w->exact = true;
 	w->guessed = false;
+	w->now = bpf_ktime_get_ns() >> 30;
 	w->max = max_depth();
 	w->nr = 0;
 	w->end = 0;
@@ -1355,7 +1406,8 @@ int on_exec(u64 *ctx)
 }
 
 /*
- * Forget a process when its task is freed, not when it starts to exit:
+ * Forget a process (the filter's entry, its mappings) when its task is
+ * freed, not when it starts to exit:
  * the exit path tears its memory down (exit_mm()), which is real cost, and
  * recent kernels trace sched_process_exit before it.  The filter stays
  * small, and a reused pid is not followed: pids are handed out in turn, so
@@ -1367,12 +1419,14 @@ int on_free(u64 *ctx)
 	struct task_struct *task = (struct task_struct *)ctx[0];
 	__u32 pid;
 
-	if (!has_task || !uses_tgid)
-		return 0;
 	if (task->pid != task->tgid)
 		return 0;
 	pid = task->tgid;
-	bpf_map_delete_elem(&bstack_task_filter, &pid);
+	/* its mappings: the tables of files no process maps any more can go */
+	if (cfi && !bpf_map_delete_elem(&bstack_cfi_procs, &pid))
+		__sync_fetch_and_add(&procs_freed, 1);
+	if (has_task && uses_tgid)
+		bpf_map_delete_elem(&bstack_task_filter, &pid);
 	return 0;
 }
 

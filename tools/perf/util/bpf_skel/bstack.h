@@ -54,6 +54,19 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_CFI_IN_EXEC,	/* user stacks of a task inside execve(), its old image
 					 * gone: left to the kernel
 					 */
+	BPF_BSTACK_STAT_CFI_FP_UNLOADED, /* frames stepped by frame pointer: the table of their
+					  * file was not loaded (evicted, no room), and is
+					  * asked for
+					  */
+	/* the unwind tables, counted by user space */
+	BPF_BSTACK_STAT_TABLES_LOADED,	/* tables loaded, again after they left too */
+	BPF_BSTACK_STAT_TABLES_RELOADED, /* ... of files whose table had left */
+	BPF_BSTACK_STAT_TABLES_RECLAIMED, /* tables of files no process mapped any more, freed */
+	BPF_BSTACK_STAT_TABLES_EVICTED,	/* tables not used for a while, freed to make room */
+	BPF_BSTACK_STAT_TABLES_NO_ROOM,	/* tables that found no room: walked by frame pointer */
+	BPF_BSTACK_STAT_TABLES_TOO_LARGE, /* ... of more rows than all there are */
+	BPF_BSTACK_STAT_TABLE_ROWS,	/* rows in use */
+	BPF_BSTACK_STAT_TABLE_ROWS_MAX,	/* rows in all (--cfi-rows) */
 	BPF_BSTACK_STAT_MAX,
 };
 
@@ -150,12 +163,38 @@ struct bpf_bstack_cfi_row {
 	__u16 cfa_offset;
 };
 
-/* a file with a table: rows [first, first + nr) of bstack_cfi_rows */
+/*
+ * The rows of a file's table are found by the 64 KiB page of the file that
+ * holds an offset: a page's rows lie together, the row that covers the
+ * page's start first, but the pages of a file lie anywhere in the rows, so
+ * that tables come and go without the rows breaking into pieces too small
+ * for the next one.  A page has 2^16 + 1 rows at the most.
+ */
+#define BPF_BSTACK_CFI_PAGE_SHIFT	16
+
+struct bpf_bstack_cfi_page {
+	__u32 first;			/* rows [first, first + nr) of bstack_cfi_rows */
+	__u32 nr;
+};
+
+/*
+ * A file with a table: pages [first, first + nr_pages) of bstack_cfi_pages,
+ * the first at file offset base.  A table may not be there: found no room,
+ * or evicted, not used for a while, to make room for others.  The BPF
+ * program asks for it when the file's code runs.
+ */
+#define BPF_BSTACK_CFI_FILE_UNLOADED	(1U << 0)
+
 struct bpf_bstack_cfi_file {
 	__u8 build_id[20];
 	__u32 build_id_size;		/* 0: frames as IPs */
-	__u32 first;
-	__u32 nr;			/* 0: no table, walk by frame pointer */
+	__u32 first;			/* of its pages */
+	__u32 nr;			/* rows in all; 0: no table, walk by frame pointer */
+	__u32 nr_pages;
+	__u32 base;			/* file offset of its first page */
+	__u32 used;			/* bpf_ktime_get_ns() >> 30 when last walked */
+	__u32 asked;			/* bpf_ktime_get_ns() >> 24 when last asked for */
+	__u32 flags;			/* BPF_BSTACK_CFI_FILE_* */
 };
 
 #define BPF_BSTACK_CFI_MAPS	128	/* executable mappings of a process */
@@ -188,10 +227,12 @@ struct bpf_bstack_cfi_proc {
 	struct bpf_bstack_cfi_map map[BPF_BSTACK_CFI_MAPS];
 };
 
-/* The BPF program asks user space for the mappings of a process */
+/* The BPF program asks user space for the mappings of a process, or a table */
 struct bpf_bstack_cfi_ask {
 	__u32 tgid;
-	__u32 reserved;
+	__u32 file;			/* BPF_BSTACK_CFI_NO_FILE: the mappings of tgid;
+					 * else the table of this file, not loaded
+					 */
 	__u64 time;			/* bpf_ktime_get_ns(): mappings read later will do */
 };
 

@@ -1,0 +1,102 @@
+#!/bin/bash
+# perf bstack keeps unwind tables within --cfi-rows (exclusive)
+# SPDX-License-Identifier: GPL-2.0
+#
+# --cfi-rows bounds the tables in use, not every table a recording sees.
+# Debian's python3, perl and gawk, run one after another, take more rows
+# in all than the recording has: the tables of a program that exited make
+# room for the next, and each keeps its stacks whole.  A program that
+# sleeps has its tables evicted for one that runs, and loaded again when
+# it runs again.
+
+# shellcheck source=lib/bstack.sh
+. "$(dirname "$0")"/lib/bstack.sh
+
+bstack_require_record
+bstack_require_tools python3 perl gawk
+
+err=0
+tmp=$(mktemp -d /tmp/__perf_test.bstack.XXXXX)
+bstack_start_test "perf bstack tables test"
+perf="perf --buildid-dir $tmp/cache"
+py=/usr/bin/python3
+[ -x $py ] || py=$(command -v python3)
+
+# Debian 12's python3 takes 105,000 rows with libc's and the dynamic
+# linker's (25,000), perl 70,000 and gawk 69,000: any one fits, no two do
+rows=120000
+# about a second each
+py_busy="x = 0
+for i in range(15000000): x += i * i"
+perl_busy='my $x = 0; $x += $_ * $_ for 1 .. 40000000'
+gawk_busy='BEGIN { for (i = 0; i < 20000000; i++) x += i * i }'
+
+# "comm pct" for each comm of folded stacks $1 with 20 samples or more: the
+# share of samples whose stack reaches the process's first frames
+whole_by_comm() {
+	awk '{ n = $NF; split($0, f, ";"); tot[f[1]] += n
+	       if ($0 ~ /;__libc_start_call_main;/) ok[f[1]] += n }
+	     END { for (c in tot) if (tot[c] >= 20) print c, int(100 * ok[c] / tot[c]) }' "$1"
+}
+
+# the count before the words $2 in the tables' summary line of file $1
+summary_count() {
+	grep 'unwind tables:' "$1" | sed -n "s/.* \([0-9][0-9]*\) $2.*/\1/p"
+}
+
+check_whole() {
+	$perf bstack report -i "$1" --folded > "$1.folded" 2> /dev/null
+	whole_by_comm "$1.folded" > "$1.whole"
+	for comm in $2; do
+		pct=$(awk -v c="$comm" '$1 == c { print $2 }' "$1.whole")
+		echo "  $comm: ${pct:-no}% whole"
+		[ "${pct:-0}" -ge 90 ] || fail "$3: ${pct:-no}% of $comm's stacks whole"
+	done
+}
+
+# The tables built once, into the build-id cache, as an always-on recorder
+# has them: the tests count rows, not the time it takes to build them
+warm_cache() {
+	$perf bstack record -q -o "$tmp/warm.data" -- sh -c \
+		"$py -c pass; perl -e 1; gawk 'BEGIN { }'" 2> /dev/null
+}
+
+test_one_after_another() {
+	echo "programs run one after another in $rows rows: each whole"
+	$perf bstack record -F 499 --cfi-rows $rows -o "$tmp/seq.data" -- sh -c \
+		"$py -c '$py_busy'; perl -e '$perl_busy'; gawk '$gawk_busy'; $py -c '$py_busy'" \
+		2> "$tmp/seq.err" || { fail "record"; cat "$tmp/seq.err"; return; }
+	grep 'unwind tables:' "$tmp/seq.err" | sed 's/^/  /'
+	check_whole "$tmp/seq.data" "python3 perl gawk" "one after another"
+	n=$(summary_count "$tmp/seq.err" 'reclaimed')
+	[ "${n:-0}" -ge 2 ] || fail "${n:-no} tables of exited programs reclaimed"
+	n=$(summary_count "$tmp/seq.err" 'loaded again')
+	[ "${n:-0}" -ge 1 ] || fail "python3's tables not loaded again: ${n:-no}"
+}
+
+test_evicted_and_loaded_again() {
+	echo "the tables of a program that sleeps make room, and come back when it runs"
+	# python3 sleeps from 1 s to 7 s: perl, from 4 s to 5 s, needs its rows
+	$perf bstack record -F 499 --cfi-rows $rows -o "$tmp/evict.data" -- sh -c \
+		"$py -c 'import time
+$py_busy
+time.sleep(6)
+$py_busy' & sleep 4; perl -e '$perl_busy'; wait" \
+		2> "$tmp/evict.err" || { fail "record"; cat "$tmp/evict.err"; return; }
+	grep 'unwind tables:' "$tmp/evict.err" | sed 's/^/  /'
+	check_whole "$tmp/evict.data" "python3 perl" "evicted"
+	n=$(summary_count "$tmp/evict.err" 'evicted')
+	[ "${n:-0}" -ge 1 ] || fail "${n:-no} tables evicted"
+	n=$(summary_count "$tmp/evict.err" 'loaded again')
+	[ "${n:-0}" -ge 1 ] || fail "${n:-no} tables loaded again"
+	$perf bstack report -i "$tmp/evict.data" --header-only 2> /dev/null |
+		grep -qE '^# bstack: unwind tables: .*[1-9][0-9]* evicted' ||
+		fail "perf bstack report --header does not count the evicted tables"
+}
+
+warm_cache
+test_one_after_another
+test_evicted_and_loaded_again
+
+[ $err = 0 ] && echo "perf bstack tables test [Success]"
+exit $err
