@@ -61,6 +61,8 @@ struct bstack_record_args {
 	const char	*output;
 	const char	*duration;
 	const char	*comp_level;	/* -z: zstd level of perf record */
+	const char	*switch_output;	/* signal, a size or a time, as perf record's */
+	const char	*switch_max_files;
 };
 
 static const char * const bstack_record_usage[] = {
@@ -137,7 +139,7 @@ static int bstack_record(struct bstack_record_args *rec_args, int argc, const ch
 {
 	struct strbuf config = STRBUF_INIT;
 	const char **rec_argv;
-	char comp[64];
+	char comp[64], so[64];
 	int i = 0, j, ret;
 
 	if (rec_args->duration && argc) {
@@ -177,6 +179,11 @@ static int bstack_record(struct bstack_record_args *rec_args, int argc, const ch
 		snprintf(comp, sizeof(comp), "--compression-level=%s", rec_args->comp_level);
 		rec_argv[i++] = comp;
 	}
+	if (rec_args->switch_output) {
+		snprintf(so, sizeof(so), "--switch-output=%s", rec_args->switch_output);
+		rec_argv[i++] = so;
+	}
+	add_arg(rec_argv, &i, "--switch-max-files", rec_args->switch_max_files);
 	if (rec_args->duration) {
 		rec_argv[i++] = "--";
 		rec_argv[i++] = "sleep";
@@ -1127,6 +1134,11 @@ int cmd_bstack(int argc, const char **argv)
 	OPT_STRING_OPTARG('z', "compression-level", &rec_args.comp_level, "n",
 			  "compress the records with zstd at this level (default: 1), as perf record -z",
 			  "1"),
+	OPT_STRING_OPTARG(0, "switch-output", &rec_args.switch_output, "signal|size|time",
+			  "a new output file at SIGUSR2, past a size or every time, each one whole",
+			  "signal"),
+	OPT_STRING(0, "switch-max-files", &rec_args.switch_max_files, "n",
+		   "keep the last n files of --switch-output"),
 	OPT_PARENT(bstack_options)
 	};
 	const struct option report_options[] = {

@@ -123,6 +123,7 @@ struct bpf_bstack {
 	struct hashmap		*known_bids;	/* build-ids with a DSO (no tracking mode) */
 	unsigned long		drain_gen;
 	struct bpf_bstack_stats	last_stats;
+	struct bpf_bstack_stats	file_base;	/* last_stats when the output switched */
 	u64			nr_user_stacks, nr_kern_stacks;
 	u64			nr_missing_stacks, nr_aged_out;
 	struct bpf_bstack_marks	marks;		/* the DSOs of the stacks, for perf.data */
@@ -1607,17 +1608,28 @@ static void read_stats(struct bpf_bstack *b, struct bpf_bstack_stats *sum)
 		bpf_bstack_cfi__stats(b->cfi, sum->stat);
 }
 
+/* Counters that tell a state, not a sum since the start */
+static bool stat_is_gauge(int i)
+{
+	return i == BPF_BSTACK_STAT_TABLE_ROWS || i == BPF_BSTACK_STAT_TABLE_ROWS_MAX;
+}
+
+/* The counters since the file began: a file of --switch-output stands alone */
 static int write_stats(struct bstack_writer *w)
 {
 	struct bpf_bstack *b = w->b;
 	struct bpf_bstack_rec_stats *rec = (void *)w->payload;
+	int i;
 
-	read_stats(b, &b->last_stats);
 	bpf_bstack__init_hdr(&rec->hdr, BPF_BSTACK_REC_STATS,
 			     bpf_bstack__stats_size(BPF_BSTACK_STAT_MAX));
 	rec->nr = BPF_BSTACK_STAT_MAX;
 	rec->reserved = 0;
-	memcpy(rec->stat, b->last_stats.stat, sizeof(b->last_stats.stat));
+	for (i = 0; i < BPF_BSTACK_STAT_MAX; i++) {
+		rec->stat[i] = b->last_stats.stat[i];
+		if (!stat_is_gauge(i))
+			rec->stat[i] -= b->file_base.stat[i];
+	}
 	return write_record(w);
 }
 
@@ -1756,6 +1768,26 @@ static void forget_own_progs(struct bpf_bstack *b, struct perf_env *env)
 	}
 }
 
+/*
+ * perf record switched to a new output file (--switch-output): the stacks,
+ * the events and the JIT images its counts name are written again, into
+ * it, so that it reports alone, and its counters start from zero.
+ */
+void bpf_bstack__switch_output(struct bpf_bstack *b)
+{
+	struct hashmap_entry *cur;
+	size_t bkt;
+
+	hashmap__clear(b->written);
+	b->events_written = false;
+	hashmap__for_each_entry(b->jit_maps, cur, bkt) {
+		struct bstack_jit_map *m = cur->pvalue;
+
+		m->size = 0;
+	}
+	b->file_base = b->last_stats;
+}
+
 int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool final)
 {
 	struct bstack_writer *w;
@@ -1805,6 +1837,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	/* BPF fills the other count map while this one is read */
 	active = b->skel->bss->active_counts;
 	b->skel->bss->active_counts = !active;
+	/* the counters as the counts drained now have them, not the next ones */
+	read_stats(b, &b->last_stats);
 	/* after the switch: the stacks its counts name are all in the maps */
 	for (kind = 1; kind <= BSTACK_STACK_KINDS; kind++)
 		dump_stack_map(w, kind);

@@ -175,6 +175,7 @@ struct bpf_bstack *bpf_bstack__prepare(struct evlist *evlist, struct target *tar
 void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist, const char *workload);
 bool bpf_bstack__drain_due(struct bpf_bstack *b);
 int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool final);
+void bpf_bstack__switch_output(struct bpf_bstack *b);
 int bpf_bstack__mark_sample(struct bpf_bstack *b, struct machine *machine,
 			    struct evsel *evsel, struct perf_sample *sample);
 void bpf_bstack__finish(struct bpf_bstack *b, bool silent);
@@ -204,6 +205,10 @@ static inline int bpf_bstack__write(struct bpf_bstack *b __maybe_unused,
 				    bool final __maybe_unused)
 {
 	return 0;
+}
+
+static inline void bpf_bstack__switch_output(struct bpf_bstack *b __maybe_unused)
+{
 }
 
 static inline int bpf_bstack__mark_sample(struct bpf_bstack *b __maybe_unused,

@@ -414,8 +414,50 @@ test_record_config() {
 		fail "bad setting not named: $(head -1 "$tmp/cfg2.err")"
 }
 
+# --switch-output: each file holds the stacks, events and counters of its
+# own counts, and reports alone; --switch-max-files keeps the last ones
+test_switch_output() {
+	echo "--switch-output writes files that each report whole stacks"
+	whole='^bstack_nofp;.*;main;nofp_outer;nofp_sort;[^;]*qsort[^;]*;(.*;)?nofp_compare [0-9]+$'
+	mkdir "$tmp/rot"
+	$perf bstack record -F 499 --switch-output=1s --switch-max-files 3 \
+		-o "$tmp/rot/perf.data" -- "$tmp/bstack_nofp" 4 2> "$tmp/rot.err" ||
+		{ fail "record --switch-output"; cat "$tmp/rot.err"; return; }
+	set -- "$tmp"/rot/perf.data.*
+	[ $# = 3 ] || fail "--switch-max-files 3 left $# files"
+	all=0
+	taken_all=0
+	last=$(ls "$@" | tail -n 1)	# what came after the last switch: a moment
+	for f in "$@"; do
+		$perf bstack report -i "$f" --stdio --header-only > "$f.header" 2> /dev/null
+		grep -q 'counts of missing stacks' "$f.header" &&
+			fail "$(basename "$f") names stacks it does not hold"
+		$perf bstack report -i "$f" --folded > "$f.folded" 2> /dev/null ||
+			fail "perf bstack report of $(basename "$f")"
+		pct=$(bstack_folded_share "$f.folded" 'nofp_compare [0-9]+$' "$whole")
+		script "$f" > "$f.script"
+		n=$(counts_sum "$f.script")
+		echo "  $(basename "$f"): $n samples, $pct% of nofp_compare's reach main"
+		if [ "$f" != "$last" ]; then
+			[ "$n" -gt 50 ] || fail "$(basename "$f") has $n samples"
+			[ "$pct" -ge 90 ] ||
+				fail "$(basename "$f"): $pct% of nofp_compare's stacks whole"
+		fi
+		all=$((all + n))
+		taken_all=$((taken_all + $(samples_taken "$f.script")))
+	done
+	# a sample taken while the maps switch may count in the next file
+	[ "$taken_all" = "$all" ] ||
+		fail "the files count $taken_all samples taken, and hold $all"
+	$perf bstack merge -o "$tmp/rot.merged" "$@" 2> /dev/null ||
+		{ fail "merge of the files"; return; }
+	n=$(script "$tmp/rot.merged" | counts_sum /dev/stdin)
+	[ "$n" = "$all" ] || fail "the merge of the files has $n samples, not $all"
+}
+
 test_record_config
 test_interval
+test_switch_output
 test_compressed
 test_interval_aging
 test_no_mmap_tracking
