@@ -393,6 +393,24 @@ test_errors() {
 }
 
 # perf record --bstack=CONFIG alone, as perf bstack record runs it
+# -z with --switch-output: every file starts its own zstd streams, perf
+# record's and bstack's, so that each decompresses by itself
+test_switch_output_compressed() {
+	echo "-z --switch-output: each file decompresses by itself"
+	mkdir "$tmp/zrot" "$tmp/zrot-g"
+	perf record -q -z --switch-output=1s -e cpu-clock -g -o "$tmp/zrot-g/perf.data" -- \
+		"$work" 3 "$child" "$lib" 2> /dev/null || { fail "perf record -z"; return; }
+	$perf bstack record -q -z --switch-output=1s -o "$tmp/zrot/perf.data" -- \
+		"$work" 3 "$child" "$lib" || { fail "perf bstack record -z"; return; }
+	for f in "$tmp"/zrot-g/perf.data.* "$tmp"/zrot/perf.data.*; do
+		perf report -i "$f" --stdio > /dev/null 2> "$f.err"
+		grep -q "decompress" "$f.err" &&
+			fail "perf report of ${f#"$tmp"/}: $(grep -m1 decompress "$f.err")"
+	done
+	set -- "$tmp"/zrot/perf.data.*
+	[ $# -ge 2 ] || fail "bstack -z --switch-output wrote $# files"
+}
+
 test_record_config() {
 	echo "perf record --bstack=CONFIG takes its settings, and refuses bad ones"
 	$perf record -q --bstack=event=cpu-clock,freq=199,max-stack=32,user-stack-only \
@@ -458,6 +476,7 @@ test_switch_output() {
 test_record_config
 test_interval
 test_switch_output
+test_switch_output_compressed
 test_compressed
 test_interval_aging
 test_no_mmap_tracking
