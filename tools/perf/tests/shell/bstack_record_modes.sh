@@ -392,7 +392,6 @@ test_errors() {
 	cd - > /dev/null || return
 }
 
-# perf record --bstack=CONFIG alone, as perf bstack record runs it
 # -z with --switch-output: every file starts its own zstd streams, perf
 # record's and bstack's, so that each decompresses by itself
 test_switch_output_compressed() {
@@ -411,6 +410,7 @@ test_switch_output_compressed() {
 	[ $# -ge 2 ] || fail "bstack -z --switch-output wrote $# files"
 }
 
+# perf record --bstack=CONFIG alone, as perf bstack record runs it
 test_record_config() {
 	echo "perf record --bstack=CONFIG takes its settings, and refuses bad ones"
 	$perf record -q --bstack=event=cpu-clock,freq=199,max-stack=32,user-stack-only \
