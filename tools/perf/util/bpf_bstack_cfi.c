@@ -130,7 +130,7 @@ static size_t file_key_hash(long key, void *ctx __maybe_unused)
 {
 	const struct bpf_bstack_cfi_file_id *k = (const void *)key;
 
-	return (k->dev * 0x9e3779b97f4a7c15ULL) ^ k->ino;
+	return (k->dev * 0x9e3779b97f4a7c15ULL) ^ k->ino ^ (k->mtime * 0xc2b2ae3d27d4eb4fULL);
 }
 
 static bool file_key_equal(long a, long b, void *ctx __maybe_unused)
@@ -814,20 +814,31 @@ err:
 	return BPF_BSTACK_CFI_NO_FILE;
 }
 
+/* A file's modification time, as the BPF program reads it from its inode */
+static u64 file_mtime(const struct stat *st)
+{
+	return (u64)st->st_mtim.tv_sec * NSEC_PER_SEC + st->st_mtim.tv_nsec;
+}
+
 /*
- * The index of the file mapped at start-end in pid: its table is built
- * the first time it is seen.  BPF_BSTACK_CFI_NO_FILE if it cannot be read.
+ * The index of the file mapped at start-end in pid, whose device and inode
+ * are in key: its table is built the first time it is seen, and again for
+ * a binary rebuilt in place.  BPF_BSTACK_CFI_NO_FILE if it cannot be read.
  */
 static u32 file_index(struct bpf_bstack_cfi *cfi, int pid, u64 start, u64 end,
-		      const struct bpf_bstack_cfi_file_id *key, const char *name)
+		      struct bpf_bstack_cfi_file_id *key, const char *name)
 {
 	char path[64];
+	struct stat st;
 	long idx;
 
-	if (hashmap__find(cfi->files, key, &idx))
-		return idx;
 	/* the file as mapped: deleted, replaced or in another namespace */
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, start, end);
+	if (stat(path, &st))
+		return BPF_BSTACK_CFI_NO_FILE;
+	key->mtime = file_mtime(&st);
+	if (hashmap__find(cfi->files, key, &idx))
+		return idx;
 	return add_file(cfi, key, path, name);
 }
 
@@ -1186,6 +1197,7 @@ void bpf_bstack_cfi__preload(struct bpf_bstack_cfi *cfi, const char *cmd)
 			continue;
 		key.dev = kernel_dev(major(st.st_dev), minor(st.st_dev));
 		key.ino = st.st_ino;
+		key.mtime = file_mtime(&st);
 		if (!hashmap__find(cfi->files, &key, &idx) &&
 		    add_file(cfi, &key, p.files[i], p.files[i]) != BPF_BSTACK_CFI_NO_FILE)
 			cfi->nr_preloaded++;

@@ -57,8 +57,10 @@ check_whole() {
 # The tables built once, into the build-id cache, as an always-on recorder
 # has them: the tests count rows, not the time it takes to build them
 warm_cache() {
+	echo 'int main(void) { return 0; }' > "$tmp/warm.c"
 	$perf bstack record -q -o "$tmp/warm.data" -- sh -c \
-		"$py -c pass; perl -e 1; gawk 'BEGIN { }'" 2> /dev/null
+		"$py -c pass; perl -e 1; gawk 'BEGIN { }'; gcc -O2 -o $tmp/warm $tmp/warm.c" \
+		2> /dev/null
 }
 
 test_one_after_another() {
@@ -94,9 +96,42 @@ $py_busy' & sleep 4; perl -e '$perl_busy'; wait" \
 		fail "perf bstack report --header does not count the evicted tables"
 }
 
+# gcc -o over a binary writes the same inode: the run after the rebuild
+# must be unwound with its own table and named by its own build-id.  Each
+# run takes a second or two: with a cold cache, building cc1's table keeps
+# the loader thread from the new program for half a second
+test_rebuilt_in_place() {
+	echo "a binary rebuilt in place is unwound as itself"
+	mkdir "$tmp/rb"
+	cat > "$tmp/rb/prog.c" <<EOT
+static volatile unsigned long sink;
+__attribute__((noinline)) static void NAME(void)
+{
+	for (unsigned long i = 0; i < 1500000000UL; i++)
+		sink += i * K;
+}
+int main(void) { NAME(); return 0; }
+EOT
+	build="gcc -O2 -fomit-frame-pointer -o $tmp/rb/prog $tmp/rb/prog.c"
+	$build -DNAME=spin_one -DK=3 || { fail "cannot build"; return; }
+	ino=$(stat -c %i "$tmp/rb/prog")
+	$perf bstack record -F 499 -o "$tmp/rb.data" -- sh -c \
+		"$tmp/rb/prog; $build -DNAME=spin_two -DK=5; $tmp/rb/prog" 2> "$tmp/rb.err" ||
+		{ fail "record"; cat "$tmp/rb.err"; return; }
+	[ "$(stat -c %i "$tmp/rb/prog")" = "$ino" ] ||
+		echo "  (gcc wrote a new inode here: the rebuild is an ordinary new file)"
+	$perf bstack report -i "$tmp/rb.data" --folded > "$tmp/rb.folded" 2> /dev/null
+	for f in spin_one spin_two; do
+		n=$(bstack_folded_sum "$tmp/rb.folded" "^prog;.*;main;$f [0-9]+$")
+		echo "  $f: $n samples under main"
+		[ "$n" -ge 50 ] || fail "$n samples of $f under main"
+	done
+}
+
 warm_cache
 test_one_after_another
 test_evicted_and_loaded_again
+test_rebuilt_in_place
 
 [ $err = 0 ] && echo "perf bstack tables test [Success]"
 exit $err

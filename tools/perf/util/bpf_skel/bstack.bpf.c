@@ -1279,6 +1279,8 @@ struct super_block___bstack {
 struct inode___bstack {
 	unsigned long i_ino;
 	struct super_block___bstack *i_sb;
+	__s64 i_mtime_sec;
+	__u32 i_mtime_nsec;
 } __attribute__((preserve_access_index));
 
 struct file___bstack {
@@ -1315,6 +1317,10 @@ static __always_inline bool add_vma(struct bpf_bstack_cfi_proc *proc,
 		inode = BPF_CORE_READ(vma, vm_file, f_inode);
 		id.ino = BPF_CORE_READ(inode, i_ino);
 		id.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		id.mtime = 0;
+		if (bpf_core_field_exists(inode->i_mtime_sec))
+			id.mtime = BPF_CORE_READ(inode, i_mtime_sec) * 1000000000ULL +
+				   BPF_CORE_READ(inode, i_mtime_nsec);
 		file = bpf_map_lookup_elem(&bstack_cfi_file_ids, &id);
 		if (!file)
 			return false;

@@ -208,10 +208,16 @@ struct bpf_bstack_cfi_map {
 	__u32 reserved;
 };
 
-/* a file by its device (the kernel's dev_t: major << 20 | minor) and inode */
+/*
+ * A file by its device (the kernel's dev_t: major << 20 | minor), inode
+ * and modification time (ns): a binary rebuilt in place keeps its inode,
+ * not its table.  0 where the kernel's inode has no i_mtime_sec (< 6.11):
+ * then the BPF program finds no file, and asks user space.
+ */
 struct bpf_bstack_cfi_file_id {
 	__u64 dev;
 	__u64 ino;
+	__u64 mtime;
 };
 
 /*
