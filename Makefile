@@ -12,6 +12,7 @@
 #   make fuzz     libFuzzer on the payload decoder, 20,000 mutated files through
 #                 every reader under ASan
 #   make stress   10 minutes of --interval over churn: memory must stay bounded
+#   make soak     30 minutes always-on over real programs, rotated: nothing decays
 #   make kernel-check  our kernel patches on 6.12, the bstack tests in QEMU
 
 BUILD     := $(CURDIR)/build
@@ -115,11 +116,14 @@ bench: perf
 stress: perf
 	@python3 bench/stress.py --seconds $${STRESS_SECONDS:-600}
 
+soak: perf
+	@python3 bench/soak.py --seconds $${SOAK_SECONDS:-1800}
+
 bench-smoke: perf
 	@python3 bench/run.py --smoke --out $(BUILD)/RESULTS-smoke.md
 	@python3 bench/events.py --smoke --out $(BUILD)/RESULTS-smoke.md
 
-.PHONY: bench bench-smoke stress
+.PHONY: bench bench-smoke stress soak
 
 kernel-check: perf
 	@scripts/kernel-check.sh $(KERNEL_TESTS)

@@ -202,6 +202,21 @@ else
 	failed "bench report time smoke run"
 fi
 
+# bench/soak.py works: every rotated file reports, with its tables' counts
+# and most stacks whole, and memory stays flat
+smoke=$build/RESULTS-soak-smoke.md
+rm -f "$smoke"
+if out=$(python3 "$top/bench/soak.py" --smoke --out "$smoke" 2>&1) &&
+   [ "$(grep -cE '^\| [0-9]+ \| [0-9]+ \| [1-9][0-9]* \| [0-9.]+ % \| [0-9]+ of ' "$smoke")" -ge 3 ] &&
+   grep -E '^\| [0-9]+ \| ' "$smoke" | awk -F'|' '{ if ($5 + 0 < 70) bad = 1 } END { exit bad }' &&
+   [ "$(grep -c 'flat after the warm-up: ok' "$smoke")" = 2 ]; then
+	pass=$((pass + 1))
+else
+	echo "bench soak smoke run failed: $out"
+	cat "$smoke" 2> /dev/null
+	failed "bench soak smoke run"
+fi
+
 # the payload decoder under libFuzzer, ASan and UBSan, briefly
 if out=$("$top/scripts/fuzz.sh" 15 2>&1) && echo "$out" | grep -q '^Done [0-9]* runs'; then
 	pass=$((pass + 1))
