@@ -44,6 +44,19 @@ summary_count() {
 	grep 'unwind tables:' "$1" | sed -n "s/.* \([0-9][0-9]*\) $2.*/\1/p"
 }
 
+# record sh -c $2 in $rows rows into $tmp/$1.data, its messages in $tmp/$1.err
+record_in_rows() {
+	$perf bstack record -F 499 --cfi-rows $rows -o "$tmp/$1.data" -- sh -c "$2" \
+		2> "$tmp/$1.err" || { fail "record"; cat "$tmp/$1.err"; return 1; }
+	grep 'unwind tables:' "$tmp/$1.err" | sed 's/^/  /'
+}
+
+# at least $3 of the tables' count $2 in the summary of file $1, or fail with $4
+count_at_least() {
+	n=$(summary_count "$1" "$2")
+	[ "${n:-0}" -ge "$3" ] || fail "${n:-no} $4"
+}
+
 check_whole() {
 	$perf bstack report -i "$1" --folded > "$1.folded" 2> /dev/null
 	whole_by_comm "$1.folded" > "$1.whole"
@@ -65,32 +78,24 @@ warm_cache() {
 
 test_one_after_another() {
 	echo "programs run one after another in $rows rows: each whole"
-	$perf bstack record -F 499 --cfi-rows $rows -o "$tmp/seq.data" -- sh -c \
-		"$py -c '$py_busy'; perl -e '$perl_busy'; gawk '$gawk_busy'; $py -c '$py_busy'" \
-		2> "$tmp/seq.err" || { fail "record"; cat "$tmp/seq.err"; return; }
-	grep 'unwind tables:' "$tmp/seq.err" | sed 's/^/  /'
+	record_in_rows seq \
+		"$py -c '$py_busy'; perl -e '$perl_busy'; gawk '$gawk_busy'; $py -c '$py_busy'" ||
+		return
 	check_whole "$tmp/seq.data" "python3 perl gawk" "one after another"
-	n=$(summary_count "$tmp/seq.err" 'reclaimed')
-	[ "${n:-0}" -ge 2 ] || fail "${n:-no} tables of exited programs reclaimed"
-	n=$(summary_count "$tmp/seq.err" 'loaded again')
-	[ "${n:-0}" -ge 1 ] || fail "python3's tables not loaded again: ${n:-no}"
+	count_at_least "$tmp/seq.err" reclaimed 2 "tables of exited programs reclaimed"
+	count_at_least "$tmp/seq.err" 'loaded again' 1 "tables of python3 loaded again"
 }
 
 test_evicted_and_loaded_again() {
 	echo "the tables of a program that sleeps make room, and come back when it runs"
 	# python3 sleeps from 1 s to 7 s: perl, from 4 s to 5 s, needs its rows
-	$perf bstack record -F 499 --cfi-rows $rows -o "$tmp/evict.data" -- sh -c \
-		"$py -c 'import time
+	record_in_rows evict "$py -c 'import time
 $py_busy
 time.sleep(6)
-$py_busy' & sleep 4; perl -e '$perl_busy'; wait" \
-		2> "$tmp/evict.err" || { fail "record"; cat "$tmp/evict.err"; return; }
-	grep 'unwind tables:' "$tmp/evict.err" | sed 's/^/  /'
+$py_busy' & sleep 4; perl -e '$perl_busy'; wait" || return
 	check_whole "$tmp/evict.data" "python3 perl" "evicted"
-	n=$(summary_count "$tmp/evict.err" 'evicted')
-	[ "${n:-0}" -ge 1 ] || fail "${n:-no} tables evicted"
-	n=$(summary_count "$tmp/evict.err" 'loaded again')
-	[ "${n:-0}" -ge 1 ] || fail "${n:-no} tables loaded again"
+	count_at_least "$tmp/evict.err" evicted 1 "tables evicted"
+	count_at_least "$tmp/evict.err" 'loaded again' 1 "tables loaded again"
 	$perf bstack report -i "$tmp/evict.data" --header-only 2> /dev/null |
 		grep -qE '^# bstack: unwind tables: .*[1-9][0-9]* evicted' ||
 		fail "perf bstack report --header does not count the evicted tables"
