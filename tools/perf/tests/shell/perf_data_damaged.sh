@@ -54,5 +54,39 @@ elif [ "$(perf report --stdio -i "$f" 2> /dev/null | grep '^# Samples')" != \
 	err=1
 fi
 
+# A binary gone, its separate debug file all there is of it in the
+# build-id cache: its .plt.got is a section without bytes there
+debug_only() {
+	cat > "$tmp/lib.c" <<EOT
+#include <stdio.h>
+int (*fp)(const char *) = puts;
+int work(int n) { int s = 0; for (int i = 0; i < n; i++) s += i * 3; return s + fp(""); }
+EOT
+	echo 'int work(int n); int main(void) { for (int i = 0; i < 3000; i++) work(1 << 20); return 0; }' \
+		> "$tmp/main.c"
+	gcc -O2 -shared -fPIC -o "$tmp/libdbg.so" "$tmp/lib.c" &&
+	gcc -O2 -o "$tmp/main" "$tmp/main.c" -L"$tmp" -ldbg -Wl,-rpath,"$tmp" &&
+	objcopy --only-keep-debug "$tmp/libdbg.so" "$tmp/libdbg.debug" || return 2
+	perf --buildid-dir "$tmp/cache" record -q -N -e cpu-clock -o "$tmp/dbg.data" \
+		"$tmp/main" > /dev/null 2>&1 || return 2
+	bid=$(readelf -n "$tmp/libdbg.so" | awk '/Build ID/ { print $3 }')
+	dir=$tmp/cache/$tmp/libdbg.so/$bid
+	mkdir -p "$dir" "$tmp/cache/.build-id/${bid%"${bid#??}"}"
+	cp "$tmp/libdbg.debug" "$dir/debug"
+	ln -s "$dir" "$tmp/cache/.build-id/${bid%"${bid#??}"}/${bid#??}"
+	rm "$tmp/libdbg.so"
+	timeout 60 perf --buildid-dir "$tmp/cache" report --stdio -i "$tmp/dbg.data" \
+		> /dev/null 2> "$tmp/err"
+	st=$?
+	if [ $st -gt 128 ] && [ $st -lt 160 ]; then
+		echo "perf report with only a separate debug file of a binary: exit $st"
+		err=1
+	fi
+}
+if command -v gcc > /dev/null && command -v objcopy > /dev/null; then
+	echo "perf report with only a separate debug file of a binary"
+	debug_only || echo "  (could not build or record the program: skipped)"
+fi
+
 [ $err = 0 ] && echo "perf data damaged test [Success]"
 exit $err
