@@ -1002,8 +1002,11 @@ static int bstack_report(int argc, const char **argv)
 	 */
 	fd = convert_to_temp(&sum, path, sizeof(path), report_merges_tasks(argc, argv) ?
 			     BPF_BSTACK_CONVERT_MERGE_TASKS : 0);
-	if (fd < 0)
+	if (fd < 0) {
+		/* what was read of a file that could not be converted */
+		bpf_bstack__summary_exit(&sum);
 		return fd;
+	}
 
 	if (report_folded) {
 		ret = bstack_folded(path);

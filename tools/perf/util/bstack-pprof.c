@@ -72,7 +72,8 @@ struct pb {
 
 static void pb_put(struct pb *pb, const void *data, size_t len)
 {
-	if (pb->err)
+	/* an empty message has no buffer yet: nothing to copy from it */
+	if (pb->err || !len)
 		return;
 	if (pb->len + len > pb->alloc) {
 		size_t n = max(pb->alloc * 2, pb->len + len + 256);
