@@ -60,10 +60,19 @@ debug_only() {
 	cat > "$tmp/lib.c" <<EOT
 #include <stdio.h>
 int (*fp)(const char *) = puts;
-int work(int n) { int s = 0; for (int i = 0; i < n; i++) s += i * 3; return s + fp(""); }
+int work(int n)
+{
+	int s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += i * 3;
+	return s + fp("");
+}
 EOT
-	echo 'int work(int n); int main(void) { for (int i = 0; i < 3000; i++) work(1 << 20); return 0; }' \
-		> "$tmp/main.c"
+	cat > "$tmp/main.c" <<EOT
+int work(int n);
+int main(void) { for (int i = 0; i < 3000; i++) work(1 << 20); return 0; }
+EOT
 	gcc -O2 -shared -fPIC -o "$tmp/libdbg.so" "$tmp/lib.c" &&
 	gcc -O2 -o "$tmp/main" "$tmp/main.c" -L"$tmp" -ldbg -Wl,-rpath,"$tmp" &&
 	objcopy --only-keep-debug "$tmp/libdbg.so" "$tmp/libdbg.debug" || return 2
