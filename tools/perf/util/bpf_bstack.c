@@ -124,6 +124,7 @@ struct bpf_bstack {
 	unsigned long		drain_gen;
 	struct bpf_bstack_stats	last_stats;
 	struct bpf_bstack_stats	file_base;	/* last_stats when the output switched */
+	bool			switching;	/* the next drain is the last of a file */
 	u64			nr_user_stacks, nr_kern_stacks;
 	u64			nr_missing_stacks, nr_aged_out;
 	struct bpf_bstack_marks	marks;		/* the DSOs of the stacks, for perf.data */
@@ -1769,15 +1770,23 @@ static void forget_own_progs(struct bpf_bstack *b, struct perf_env *env)
 }
 
 /*
- * perf record switched to a new output file (--switch-output): the stacks,
- * the events and the JIT images its counts name are written again, into
- * it, so that it reports alone, and its counters start from zero.
+ * perf record switches to a new output file (--switch-output) after the
+ * next drain: the stacks, the events and the JIT images the new file's
+ * counts name are written again, into it, so that it reports alone, and
+ * its counters start from zero.  That drain leaves the stacks it wrote in
+ * the maps: counts taken while it ran name them, and go into the new file.
  */
 void bpf_bstack__switch_output(struct bpf_bstack *b)
+{
+	b->switching = true;
+}
+
+static void start_new_file(struct bpf_bstack *b)
 {
 	struct hashmap_entry *cur;
 	size_t bkt;
 
+	b->switching = false;
 	hashmap__clear(b->written);
 	b->events_written = false;
 	hashmap__for_each_entry(b->jit_maps, cur, bkt) {
@@ -1864,11 +1873,13 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 		err = flush_compressed(w);
 	if (!err && final)
 		forget_own_progs(b, &session->header.env);
-	if (!err && !final) {
+	if (!err && !final && !b->switching) {
 		for (kind = 1; kind <= BSTACK_STACK_KINDS; kind++)
 			forget_written_stacks(w, kind);
 		age_written_stacks(b);
 	}
+	if (b->switching)
+		start_new_file(b);
 	if (err)
 		pr_err("draining the BPF maps failed: %s\n", strerror(-err));
 
