@@ -251,7 +251,7 @@ test_idle_wakeups() {
 test_drain_batches() {
 	echo "a drain of thousands of counts takes every one"
 	$perf bstack record -F 999 -o "$tmp/many.data" -- \
-		sh -c 'for i in $(seq 1500); do /bin/true; done' 2> "$tmp/many.err" ||
+		sh -c 'for i in $(seq 5000); do /bin/true; done' 2> "$tmp/many.err" ||
 		{ fail "record"; cat "$tmp/many.err"; return; }
 	script "$tmp/many.data" > "$tmp/many.script"
 	drains=$(grep -c '^STATS ' "$tmp/many.script")
