@@ -173,7 +173,7 @@ test_stack_kinds() {
 # the IP walk's work and more.  The recording is the one without it.
 test_walk_cost() {
 	echo "--walk-cost times both walks of the same user stacks"
-	$perf bstack record --no-cfi --walk-cost -o "$tmp/walk.data" -- \
+	$perf bstack record -F 999 --no-cfi --walk-cost -o "$tmp/walk.data" -- \
 		"$work" 1 "$child" "$lib" 2> "$tmp/walk.err" ||
 		{ fail "record --walk-cost: $(tail -n 1 "$tmp/walk.err")"; return; }
 	line=$(grep 'each walked twice by the kernel' "$tmp/walk.err")
@@ -210,7 +210,7 @@ test_full_maps() {
 
 test_drain_before_full() {
 	echo "maps half filled since the last drain are drained: no sample lost"
-	$perf bstack record -F 999 --count-entries 128 -o "$tmp/fill.data" -- \
+	$perf bstack record -F 999 --count-entries 64 -o "$tmp/fill.data" -- \
 		"$work" 2 "$child" "$lib" 2> "$tmp/fill.err" || { fail "record"; return; }
 	grep -q 'lost 0 samples (counts map full)' "$tmp/fill.err" ||
 		fail "end-of-run line: $(grep lost "$tmp/fill.err")"
@@ -218,7 +218,8 @@ test_drain_before_full() {
 		"$tmp/fill.err" || fail "no drain before the maps filled"
 	script "$tmp/fill.data" > "$tmp/fill.script"
 	counts=$(grep -c '^COUNT ' "$tmp/fill.script")
-	[ "$counts" -gt 128 ] || fail "only $counts counts: the map never had to be drained"
+	# the workload takes 120-150 distinct counts in 2 s
+	[ "$counts" -gt 64 ] || fail "only $counts counts: the map never had to be drained"
 	sum=$(counts_sum "$tmp/fill.script")
 	samples=$(samples_taken "$tmp/fill.script")
 	[ "$sum" = "$samples" ] || fail "counts add up to $sum, $samples samples taken"
