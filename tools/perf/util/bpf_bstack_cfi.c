@@ -17,9 +17,10 @@
  * there instead of building it again.
  *
  * The rows are a budget for the tables in use, not for every file seen:
- * when a table finds no room, the tables of files no process maps any more
- * are reclaimed (reclaim_tables()), and a file mapped again later has its
- * table loaded again, from the build-id cache.
+ * when a table the BPF program asks for finds no room, the tables of files
+ * no process maps any more are reclaimed (reclaim_tables()), then those
+ * not walked for a while are evicted (evict_tables()); a table comes back
+ * from the build-id cache when its code runs again (reload_table()).
  */
 #define pr_fmt(fmt) "perf bstack: " fmt
 
@@ -76,6 +77,13 @@ struct cfi_alloc {
 	u64			nr_frees;	/* times ranges were given back */
 };
 
+/* What may have made room for a table: rows given back, processes gone, time */
+struct cfi_room {
+	u64	frees;
+	u64	procs_freed;
+	u32	now;
+};
+
 /*
  * A file index in use: the file's id (the key of files), its entry as the
  * BPF program has it (but for the times it stamps), its rows, and where it
@@ -85,9 +93,7 @@ struct cfi_slot {
 	struct bpf_bstack_cfi_file_id	*key;	/* NULL: the index is free */
 	struct bpf_bstack_cfi_file	f;
 	char				*path;
-	/* when it last found no room: rows given back, processes gone, cfi_now() */
-	u64				tried_frees, tried_procs;
-	u32				tried_at;
+	struct cfi_room			tried;	/* when it last found no room */
 };
 
 struct bpf_bstack_cfi {
@@ -643,6 +649,15 @@ static int add_file_rows(struct bpf_bstack_cfi *cfi, struct bpf_bstack_cfi_file 
 	return err;
 }
 
+static struct cfi_room room_now(struct bpf_bstack_cfi *cfi)
+{
+	return (struct cfi_room){
+		.frees		= cfi->row_alloc.nr_frees,
+		.procs_freed	= READ_ONCE(cfi->skel->bss->procs_freed),
+		.now		= cfi_now(),
+	};
+}
+
 /*
  * The BPF program found file i, whose table is not loaded, in a walk: load
  * it, from the build-id cache or its file, if that is still the file of
@@ -653,6 +668,7 @@ static int add_file_rows(struct bpf_bstack_cfi *cfi, struct bpf_bstack_cfi_file 
 static void reload_table(struct bpf_bstack_cfi *cfi, u32 i)
 {
 	struct bpf_bstack_cfi_file f;
+	struct cfi_room room;
 	struct cfi_slot *slot;
 	struct build_id bid;
 	int fd = -1, err;
@@ -661,9 +677,9 @@ static void reload_table(struct bpf_bstack_cfi *cfi, u32 i)
 	    !(cfi->slots[i].f.flags & BPF_BSTACK_CFI_FILE_UNLOADED))
 		return;		/* reclaimed, or loaded again already */
 	slot = &cfi->slots[i];
-	if (slot->tried_frees == cfi->row_alloc.nr_frees &&
-	    slot->tried_procs == READ_ONCE(cfi->skel->bss->procs_freed) &&
-	    slot->tried_at == cfi_now())
+	room = room_now(cfi);
+	if (room.frees == slot->tried.frees && room.procs_freed == slot->tried.procs_freed &&
+	    room.now == slot->tried.now)
 		return;
 	f = slot->f;
 	if (slot->path && filename__read_build_id(slot->path, &bid) == (int)f.build_id_size &&
@@ -675,9 +691,7 @@ static void reload_table(struct bpf_bstack_cfi *cfi, u32 i)
 	if (fd >= 0)
 		close(fd);
 	if (err == -ENOSPC) {
-		slot->tried_frees = cfi->row_alloc.nr_frees;
-		slot->tried_procs = READ_ONCE(cfi->skel->bss->procs_freed);
-		slot->tried_at = cfi_now();
+		slot->tried = room_now(cfi);
 	} else if (err) {
 		/* no table to be had any more: frame pointers, and no more asks */
 		slot->f.flags &= ~BPF_BSTACK_CFI_FILE_UNLOADED;

@@ -797,10 +797,11 @@ static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_pr
 	if (m->file != BPF_BSTACK_CFI_NO_FILE)
 		file = bpf_map_lookup_elem(&bstack_cfi_files, &m->file);
 	add_frame(w, buf, m, file);
-	if (file && !file->nr && (file->flags & BPF_BSTACK_CFI_FILE_UNLOADED))
-		ask_table(w, m->file, file, stats);
-	if (!file || !file->nr)
+	if (!file || !file->nr) {
+		if (file && (file->flags & BPF_BSTACK_CFI_FILE_UNLOADED))
+			ask_table(w, m->file, file, stats);
 		return fp_step(w, stats);
+	}
 	/* a store once a second at most: the line is shared by every CPU */
 	if (file->used != w->now)
 		file->used = w->now;

@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -65,9 +66,10 @@ def run_reader(argv, path, timeout):
     return None, p.returncode != 0
 
 
-def try_file(args, job, name, path, clean):
+def try_file(args, name, path, clean):
     """Every reader of one file: [(reader, died, rejected)]"""
-    work = os.path.join(args.work, "w%d" % job)
+    # the outputs of the readers a thread runs, apart from the others'
+    work = os.path.join(args.work, "w-" + threading.current_thread().name)
     os.makedirs(work, exist_ok=True)
     out = []
     for reader, argv in readers(args, work, clean):
@@ -86,7 +88,7 @@ def try_variant(args, i, recs, origs, layouts):
     with open(path, "wb") as f:
         f.write(bstack_mutate.variant(rng, origs[name], layouts[name]))
     try:
-        return name, path, try_file(args, i % args.jobs, name, path, src)
+        return name, path, try_file(args, name, path, src)
     finally:
         os.unlink(path)
 
@@ -124,8 +126,8 @@ def main():
                 deaths.append("%s %s: %s: %s" % (name, os.path.basename(path), reader, died))
 
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for i, f in enumerate(args.file):
-            account("file", f, try_file(args, i % args.jobs, "file", f, recs[0][1]))
+        for f in args.file:
+            account("file", f, try_file(args, "file", f, recs[0][1]))
         futs = [pool.submit(try_variant, args, i, recs, origs, layouts)
                 for i in range(args.count)]
         for fut in concurrent.futures.as_completed(futs):

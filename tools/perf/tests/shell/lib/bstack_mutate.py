@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Write mutated and truncated variants of a perf.data file.
-
-  bstack_mutate.py SEED COUNT INPUT OUTDIR
+"""Mutated and truncated variants of a perf.data file, for bstack_fuzz.py.
 
 Kinds, of the events: a bit flipped in an event, in a bstack payload, or
 in the header features after the data (the build-id table among them); a
@@ -14,10 +12,7 @@ among them; the attributes (and their id sections) flipped or lying; an
 entry of the feature section table that lies; a run of bytes overwritten
 anywhere.  The variants of one seed are always the same.
 """
-import os
-import random
 import struct
-import sys
 
 
 def events(b, off, size):
@@ -144,16 +139,3 @@ def variant(rng, orig, lay):
         return mutate(rng, orig, lay.evs, lay.pls, lay.feat_off)
     return mutate_file(rng, bytearray(orig), lay)
 
-
-def main():
-    seed, count, src, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    orig = open(src, "rb").read()
-    lay = Layout(orig)
-    rng = random.Random(seed)
-    for i in range(count):
-        with open(os.path.join(out, "m%05d.data" % i), "wb") as f:
-            f.write(variant(rng, orig, lay))
-
-
-if __name__ == "__main__":
-    main()
