@@ -17,6 +17,9 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#ifdef HAVE_LIBELF_SUPPORT
+#include <gelf.h>
+#endif
 #include <linux/bpf.h>
 #include <linux/err.h>
 #include <linux/kernel.h>
@@ -56,13 +59,18 @@
 #endif
 
 /*
- * Binaries are placed at synthetic addresses between user libraries and
- * executables: 4 GiB per build-id from 64 TiB up, an area the kernel does
- * not hand out to user space by default.
+ * Binaries are placed at synthetic addresses: 4 GiB per build-id from
+ * 64 TiB, an area the kernel does not hand out to user space by default,
+ * up to 2^62, below what perf takes for kernel addresses on x86_64 (2^63):
+ * room for a billion binaries.  A non-PIE executable is placed where it
+ * was linked, so that its frames show the addresses its tools know.
  */
 #define SLOT_BASE	0x400000000000ULL
 #define SLOT_SIZE	(1ULL << 32)
-#define MAX_SLOTS	4096
+#define SLOT_END	(1ULL << 62)
+#define MAX_SLOTS	((SLOT_END - SLOT_BASE) / SLOT_SIZE)
+/* the index of the executable's own place in the key of c->mapped */
+#define EXEC_SLOT	0xffffffffU
 /* an address in no map, for frames that cannot be placed: shown as 0x1 */
 #define UNKNOWN_IP	0x1ULL
 /* what the output buffer holds: much more than a record, PERF_SAMPLE_MAX_SIZE */
@@ -99,7 +107,9 @@ struct bstack_slot {
 	struct dso	*dso;
 	u64		base;
 	u64		limit;		/* offsets at or above are bogus */
+	u32		index;
 	bool		available;	/* a file with this build-id was found */
+	bool		linked;		/* at its link address: a non-PIE executable */
 };
 
 /*
@@ -143,8 +153,8 @@ struct bstack_conv {
 	int				err;
 	struct evlist			*evlist;
 	struct hashmap			*slots;		/* build-id key -> struct bstack_slot * */
-	int				nr_slots;
-	struct hashmap			*mapped;	/* pid << 16 | slot -> 1 */
+	u64				nr_slots;
+	struct hashmap			*mapped;	/* pid << 32 | slot index -> slot */
 	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
 	struct hashmap			*map_history;	/* pid -> struct bstack_map_history * */
 	struct strlist			*wanted;	/* --event, NULL: all */
@@ -593,13 +603,13 @@ static int synthesized(const struct perf_tool *tool, union perf_event *event,
 }
 
 /* Is there a file with this build-id to take symbols from, and how big is it? */
-static bool find_binary(struct dso *dso, u64 *size)
+/* A file with the build-id of dso, into path (PATH_MAX bytes), and its size if a binary */
+static bool find_binary(struct dso *dso, char *path, u64 *size)
 {
-	char path[PATH_MAX];
 	struct build_id bid;
 	struct stat st;
 
-	if (dso__build_id_filename(dso, path, sizeof(path), false) &&
+	if (dso__build_id_filename(dso, path, PATH_MAX, false) &&
 	    !stat(path, &st) && S_ISREG(st.st_mode)) {
 		*size = st.st_size;
 		return true;
@@ -607,15 +617,61 @@ static bool find_binary(struct dso *dso, u64 *size)
 	if (!stat(dso__long_name(dso), &st) && S_ISREG(st.st_mode) &&
 	    filename__read_build_id(dso__long_name(dso), &bid) > 0 &&
 	    dso__build_id_equal(dso, &bid)) {
+		snprintf(path, PATH_MAX, "%s", dso__long_name(dso));
 		*size = st.st_size;
 		return true;
 	}
 	/* a debuginfo file has the symbols, but not the binary's size */
-	if (dso__build_id_filename(dso, path, sizeof(path), true) && !access(path, R_OK))
+	if (dso__build_id_filename(dso, path, PATH_MAX, true) && !access(path, R_OK))
 		return true;
 	return !dso__read_binary_type_filename(dso, DSO_BINARY_TYPE__BUILDID_DEBUGINFO, NULL,
-					       path, sizeof(path)) && !access(path, R_OK);
+					       path, PATH_MAX) && !access(path, R_OK);
 }
+
+#ifdef HAVE_LIBELF_SUPPORT
+/*
+ * Where a non-PIE executable's file offset 0 lies in its address space,
+ * the link address of its code less the code's file offset: placed there,
+ * its unresolved frames show the addresses addr2line and objdump take.
+ * A debuginfo file keeps the program headers of its binary.
+ */
+static bool exec_link_base(const char *path, u64 size, u64 *base)
+{
+	bool found = false;
+	GElf_Ehdr ehdr;
+	GElf_Phdr phdr;
+	size_t i, nr;
+	Elf *elf;
+	int fd;
+
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || !gelf_getehdr(elf, &ehdr) || ehdr.e_type != ET_EXEC ||
+	    elf_getphdrnum(elf, &nr))
+		goto out;
+	for (i = 0; i < nr && !found; i++) {
+		if (!gelf_getphdr(elf, i, &phdr) || phdr.p_type != PT_LOAD ||
+		    !(phdr.p_flags & PF_X) || phdr.p_vaddr < phdr.p_offset)
+			continue;
+		*base = phdr.p_vaddr - phdr.p_offset;
+		/* clear of the slots, and page aligned as the kernel maps it */
+		found = !(*base & (page_size - 1)) && *base + (size ?: SLOT_SIZE) <= SLOT_BASE &&
+			*base + (size ?: SLOT_SIZE) > *base;
+	}
+out:
+	elf_end(elf);
+	close(fd);
+	return found;
+}
+#else
+static bool exec_link_base(const char *path __maybe_unused, u64 size __maybe_unused,
+			   u64 *base __maybe_unused)
+{
+	return false;
+}
+#endif
 
 /*
  * A binary in no local cache, fetched by build-id from the debuginfod
@@ -654,14 +710,14 @@ static bool fetch_from_debuginfod(struct dso *dso __maybe_unused,
 
 /* find_binary(), after a fetch from debuginfod when it is in no cache */
 static bool find_or_fetch_binary(struct bstack_conv *c, struct dso *dso, bool debuginfo_too,
-				 u64 *size)
+				 char *path, u64 *size)
 {
-	if (find_binary(dso, size))
+	if (find_binary(dso, path, size))
 		return true;
 	if (!fetch_from_debuginfod(dso, debuginfo_too))
 		return false;
 	c->sum->nr_fetched++;
-	return find_binary(dso, size);
+	return find_binary(dso, path, size);
 }
 
 static struct dso *dso_for_build_id(struct bstack_conv *c, const u8 *build_id)
@@ -703,6 +759,7 @@ static struct dso *dso_for_build_id(struct bstack_conv *c, const u8 *build_id)
 static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *build_id)
 {
 	struct bstack_slot *slot;
+	char path[PATH_MAX];
 	u64 size = 0;
 
 	if (hashmap__find(c->slots, bpf_bstack__bid_key(build_id), &slot))
@@ -715,13 +772,18 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 		return NULL;
 	memcpy(slot->build_id, build_id, BUILD_ID_SIZE);
 	slot->dso = dso_for_build_id(c, build_id);
+	slot->index = c->nr_slots;
 	slot->base = SLOT_BASE + c->nr_slots * SLOT_SIZE;
 	slot->limit = SLOT_SIZE;
 	if (slot->dso) {
-		slot->available = find_or_fetch_binary(c, slot->dso, false, &size);
 		/* a JIT image's file holds symbols, not the code they name */
-		if (size && !strstarts(dso__long_name(slot->dso), BPF_BSTACK_JIT_PREFIX))
+		bool code = !strstarts(dso__long_name(slot->dso), BPF_BSTACK_JIT_PREFIX);
+
+		slot->available = find_or_fetch_binary(c, slot->dso, false, path, &size);
+		if (size && code)
 			slot->limit = size;
+		if (slot->available && code)
+			slot->linked = exec_link_base(path, size, &slot->base);
 		dso__set_hit(slot->dso);
 	}
 	if (!slot->available) {
@@ -745,13 +807,18 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid, u64 time)
 {
 	struct perf_record_mmap2 *mm = &c->event->mmap2;
-	long key = (long)((u64)pid << 16 | ((slot->base - SLOT_BASE) / SLOT_SIZE));
+	/*
+	 * A process execs one non-PIE executable after another at the same
+	 * address: the one its samples were in is mapped again over the other.
+	 */
+	long key = (long)((u64)pid << 32 | (slot->linked ? EXEC_SLOT : slot->index));
+	struct bstack_slot *cur = NULL;
 	const char *name;
 	size_t len;
 
-	if (hashmap__find(c->mapped, key, NULL))
+	if (hashmap__find(c->mapped, key, &cur) && cur == slot)
 		return 0;
-	if (hashmap__add(c->mapped, key, 1))
+	if (hashmap__set(c->mapped, key, slot, NULL, NULL))
 		return -ENOMEM;
 
 	name = dso__long_name(slot->dso);
@@ -866,7 +933,7 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 		if (!slot) {
 			/* keep the address, unless it would land in a synthetic map */
 			sum->nr_unknown_frames += c->rec_counts;
-			if (f->offset >= SLOT_BASE && f->offset < SLOT_BASE + MAX_SLOTS * SLOT_SIZE)
+			if (f->offset >= SLOT_BASE && f->offset < SLOT_END)
 				return UNKNOWN_IP;
 			return f->offset;
 		}
@@ -1159,11 +1226,11 @@ static void check_kmod_symbols(struct bstack_conv *c, struct map *map)
 {
 	struct bpf_bstack_summary *sum = c->sum;
 	struct dso *dso = map__dso(map);
-	char sbid[SBUILD_ID_SIZE];
+	char sbid[SBUILD_ID_SIZE], path[PATH_MAX];
 	u64 size;
 
 	dso__set_hit(dso);
-	if (kmod_loaded_here(c, map) || find_or_fetch_binary(c, dso, true, &size))
+	if (kmod_loaded_here(c, map) || find_or_fetch_binary(c, dso, true, path, &size))
 		return;
 	sum->nr_kmods_missing++;
 	build_id__sprintf(dso__bid(dso), sbid);

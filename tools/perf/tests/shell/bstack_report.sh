@@ -238,6 +238,30 @@ test_not_in_cache() {
 		fail "unresolved lib frames not shown as offsets"
 }
 
+test_non_pie() {
+	echo "unresolved frames of a non-PIE executable show the addresses addr2line takes"
+	clang -O1 -g -fno-omit-frame-pointer -fno-inline -no-pie -o "$tmp/nopie" \
+		"$(bstack_src_dir)/bstack_child.c"
+	strip -o "$tmp/nopie.stripped" "$tmp/nopie"
+	perf --buildid-dir "$cache" bstack record -q -o "$tmp/nopie.data" -- \
+		"$tmp/nopie.stripped" 300 2> /dev/null || { fail "record"; return; }
+	# the call chain of the hottest entry: its leaf and the leaf's caller
+	BSTACK_DATA=$tmp/nopie.data report --stdio --no-children --sort dso,sym 2> /dev/null |
+		grep -A1 -m1 -E -e '---0x[0-9a-f]+$' | grep -oE '0x[0-9a-f]+$' > "$tmp/nopie.ips"
+	funcs=$(xargs addr2line -f -e "$tmp/nopie" < "$tmp/nopie.ips" | sed -n "1p;3p" | xargs)
+	[ "$funcs" = "bstack_child_leaf bstack_child_spin" ] ||
+		fail "the chain $(xargs < "$tmp/nopie.ips") is in: $funcs"
+}
+
+test_many_binaries() {
+	echo "frames of 5,000 binaries, more than the 4,096 that once had room, all show"
+	python3 "$(dirname "$0")"/lib/bstack_edit.py "$data" "$tmp/many.data" many-binaries 5000 ||
+		{ fail "the recording has too few user stacks to edit"; return; }
+	n=$(BSTACK_DATA=$tmp/many.data report --stdio --max-stack 1024 --children --sort dso \
+		2> /dev/null | grep -c '^ .*buildid:')
+	[ "$n" = 5000 ] || fail "$n of 5000 binaries in the report"
+}
+
 test_archive() {
 	echo "perf archive, unpacked elsewhere with the binaries gone, gives the same report"
 	(cd "$tmp" && PERF_BUILDID_DIR=$cache perf --buildid-dir "$cache" archive perf.data \
@@ -289,6 +313,8 @@ test_tui
 test_inject
 test_rebuilt_and_deleted
 test_not_in_cache
+test_non_pie
+test_many_binaries
 test_debuginfod
 test_archive
 

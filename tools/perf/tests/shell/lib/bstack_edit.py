@@ -10,13 +10,22 @@
         one flipped bit makes it: the record grows, and the sample, the
         data section and the feature offsets after it move with it
 
+  bstack_edit.py IN OUT many-binaries N
+        the first user stacks get 1,000 frames each, N in all, each in a
+        binary of its own build-id: a fleet's worth of binaries
+
 Exits 1 when the file has no such record.
 """
+import hashlib
 import struct
 import sys
 
 SAMPLE = 9
+STACK = 1
 COUNTS = 6
+STACK_USER = 1
+BUILD_ID_VALID = 1
+FRAMES_PER_STACK = 1000
 # the bstack event's samples: IDENTIFIER, IP, TID, TIME, CPU, PERIOD, RAW
 RAW_SIZE_AT = 8 + 6 * 8
 
@@ -95,6 +104,32 @@ def huge_count(b):
     return grow_sample(b, off, bytes(body))
 
 
+def many_binaries(b, n):
+    """user stacks whose frames lie in n binaries, each of its own build-id"""
+    stacks = []
+    for off, _ in samples(b):
+        rec = off + RAW_SIZE_AT + 4
+        version, t = struct.unpack_from("<HH", b, rec)
+        if version == 1 and t == STACK and struct.unpack_from("<I", b, rec + 16)[0] == STACK_USER:
+            stacks.append(off)
+    if len(stacks) * FRAMES_PER_STACK < n:
+        return None
+    # from the last, so that the offsets of those before stay as they are
+    for i in reversed(range((n + FRAMES_PER_STACK - 1) // FRAMES_PER_STACK)):
+        off = stacks[i]
+        rec = off + RAW_SIZE_AT + 4
+        first = i * FRAMES_PER_STACK
+        nr = min(FRAMES_PER_STACK, n - first)
+        body = bytearray(b[rec:rec + 24])
+        struct.pack_into("<I", body, 20, nr)
+        for j in range(first, first + nr):
+            bid = hashlib.sha1(b"binary %d" % j).digest()
+            body += struct.pack("<i20sQ", BUILD_ID_VALID, bid, 0x1000 + j % 4096)
+        struct.pack_into("<I", body, 4, len(body))
+        b = grow_sample(b, off, bytes(body))
+    return b
+
+
 def main():
     src, dst, what = sys.argv[1:4]
     b = bytearray(open(src, "rb").read())
@@ -107,6 +142,10 @@ def main():
         rec = off + RAW_SIZE_AT + 4
         size = struct.unpack_from("<I", b, rec + 4)[0] + grow
         struct.pack_into("<HHI", b, rec, version, rtype, size)
+    elif what == "many-binaries":
+        b = many_binaries(b, int(sys.argv[4]))
+        if b is None:
+            sys.exit(1)
     else:
         b = huge_count(b)
         if b is None:
