@@ -454,10 +454,50 @@ static int test__bstack_cfi_table(struct test_suite *test __maybe_unused,
 	return TEST_OK;
 }
 
+/*
+ * OpenSSL's hand-written assembly: CFAs in other registers and as
+ * expressions over a saved stack pointer, which the table holds
+ */
+static int test__bstack_cfi_table_asm(struct test_suite *test __maybe_unused,
+				      int subtest __maybe_unused)
+{
+	static const char * const libcrypto[] = {
+		"/usr/lib/x86_64-linux-gnu/libcrypto.so.3", "/usr/lib64/libcrypto.so.3",
+		"/usr/lib/libcrypto.so.3",
+	};
+	struct bpf_bstack_cfi_table_info info;
+	struct bpf_bstack_cfi_row *rows;
+	size_t nr, i;
+	int fd = -1, err;
+	u16 off = (-8 & 0x7ff) | (64 / 8) << 11;
+
+	TEST_ASSERT_VAL("N of a DEREF row", BPF_BSTACK_CFA_DEREF_N(off) == -8);
+	TEST_ASSERT_VAL("M of a DEREF row", BPF_BSTACK_CFA_DEREF_M(off) == 64);
+	for (i = 0; i < ARRAY_SIZE(libcrypto) && fd < 0; i++)
+		fd = open(libcrypto[i], O_RDONLY);
+	if (fd < 0) {
+		pr_debug("no libcrypto.so.3 to read\n");
+		return TEST_SKIP;
+	}
+	err = bpf_bstack__cfi_table(fd, &rows, &nr, &info);
+	close(fd);
+	if (err == -EOPNOTSUPP)
+		return TEST_SKIP;
+	TEST_ASSERT_VAL("no table for libcrypto", !err);
+	pr_debug("libcrypto: %zu rows, %zu CFA from another register, %zu dereferenced, %zu expressions not held, %zu invalid\n",
+		 nr, info.nr_cfa_reg, info.nr_cfa_deref, info.nr_cfa_expr, info.nr_invalid);
+	TEST_ASSERT_VAL("no CFA from another register", info.nr_cfa_reg >= 100);
+	TEST_ASSERT_VAL("no CFA from a saved stack pointer", info.nr_cfa_deref >= 30);
+	TEST_ASSERT_VAL("expressions not held", info.nr_cfa_expr * 100 < info.nr_cfa_deref);
+	free(rows);
+	return TEST_OK;
+}
+
 static struct test_case bstack_tests[] = {
 	TEST_CASE("bstack payload round trip, both byte orders", bstack_payload_roundtrip),
 	TEST_CASE("bstack damaged payloads are rejected", bstack_payload_damaged),
 	TEST_CASE("bstack unwind table of libc", bstack_cfi_table),
+	TEST_CASE("bstack unwind table of OpenSSL's assembly", bstack_cfi_table_asm),
 	{ .name = NULL, }
 };
 

@@ -1982,8 +1982,10 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 		fprintf(stderr, "[ perf bstack: table walks ended early at: %" PRIu64
 			" code without unwind rule, %" PRIu64 " unreadable stack,",
 			s[BPF_BSTACK_STAT_CFI_NO_ROW], s[BPF_BSTACK_STAT_CFI_UNREADABLE]);
-		fprintf(stderr, " %" PRIu64 " rules not followed, %" PRIu64 " max-stack ]\n",
-			s[BPF_BSTACK_STAT_CFI_BAD_RULE], s[BPF_BSTACK_STAT_CFI_DEPTH]);
+		fprintf(stderr, " %" PRIu64 " rules not followed, %" PRIu64
+			" CFA from a register a callee saved, %" PRIu64 " max-stack ]\n",
+			s[BPF_BSTACK_STAT_CFI_BAD_RULE], s[BPF_BSTACK_STAT_CFI_REG_UNKNOWN],
+			s[BPF_BSTACK_STAT_CFI_DEPTH]);
 	}
 	bpf_bstack_cfi__summary(b->cfi, stderr);
 }

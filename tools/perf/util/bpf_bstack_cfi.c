@@ -504,7 +504,7 @@ static int load_rows(struct bpf_bstack_cfi *cfi, struct bpf_bstack_cfi_file *f,
  */
 #define CFI_CACHE_NAME		"bstack-cfi"
 #define CFI_CACHE_MAGIC		0x4946434b54534250ULL	/* "PBSTKCFI" */
-#define CFI_CACHE_VERSION	1
+#define CFI_CACHE_VERSION	2
 
 struct cfi_cache_header {
 	u64	magic;

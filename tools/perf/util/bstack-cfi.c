@@ -7,7 +7,8 @@
  * dynamic linker's own unwinder relies on and every linked x86-64 ELF
  * file has.  Each range of addresses with one rule becomes a row keyed by
  * file offset, in the compact form the BPF walk reads (bpf_skel/bstack.h):
- * the CFA from rsp or rbp plus an offset, the PLT's expression, a signal
+ * the CFA from a register plus an offset, the PLT's expression, the forms
+ * of hand-written assembly that reload a saved stack pointer, a signal
  * trampoline, or the bottom of the stack; anything else is a row the walk
  * stops at.
  */
@@ -102,25 +103,83 @@ static int plt_threshold(const Dwarf_Op *ops, size_t nops)
 	return ops[4].atom - DW_OP_lit0;
 }
 
+/* The x86-64 general register DW_OP_bregN or DW_OP_bregx reads, or -1 */
+static int breg_regno(const Dwarf_Op *op)
+{
+	if (op->atom >= DW_OP_breg0 && op->atom <= DW_OP_breg15)
+		return op->atom - DW_OP_breg0;
+	if (op->atom == DW_OP_bregx && op->number < 16)
+		return op->number;
+	return -1;
+}
+
+/* The offset of a DW_OP_bregN or DW_OP_bregx */
+static s64 breg_offset(const Dwarf_Op *op)
+{
+	return (s64)(op->atom == DW_OP_bregx ? op->number2 : op->number);
+}
+
+/* cfa_offset of the DEREF kinds: *(base + n) + m, if the row can hold them */
+static bool deref_offsets(s64 n, u64 m, u16 *offset)
+{
+	if (n < BPF_BSTACK_CFA_DEREF_N_MIN || n > BPF_BSTACK_CFA_DEREF_N_MAX ||
+	    m % 8 || m > BPF_BSTACK_CFA_DEREF_M_MAX)
+		return false;
+	*offset = (n & 0x7ff) | (m / 8) << 11;
+	return true;
+}
+
+/*
+ * The CFA of OpenSSL's and other hand-written assembly that keeps the
+ * caller's stack pointer in the frame (breg7 N; deref; plus_uconst M),
+ * or in a table indexed by a register (breg7 N; bregR 0; lit8; mul;
+ * plus; deref; plus_uconst M)
+ */
+static void cfa_deref(const Dwarf_Op *ops, size_t nops, struct bpf_bstack_cfi_row *row)
+{
+	u64 m = ops[nops - 1].atom == DW_OP_plus_uconst ? ops[nops - 1].number : 0;
+	size_t n = m ? nops - 1 : nops;
+	int base = breg_regno(&ops[0]), index;
+	u16 offset;
+
+	if (base < 0 || ops[n - 1].atom != DW_OP_deref)
+		return;
+	if (n == 2 && deref_offsets(breg_offset(&ops[0]), m, &offset)) {
+		row->cfa_kind = BPF_BSTACK_CFA_DEREF | base << 4;
+		row->cfa_offset = offset;
+		return;
+	}
+	index = n == 6 ? breg_regno(&ops[1]) : -1;
+	if (base == DWARF_RSP && index >= 0 && !breg_offset(&ops[1]) &&
+	    ops[2].atom == DW_OP_lit8 && ops[3].atom == DW_OP_mul && ops[4].atom == DW_OP_plus &&
+	    deref_offsets(breg_offset(&ops[0]), m, &offset)) {
+		row->cfa_kind = BPF_BSTACK_CFA_DEREF_INDEXED | index << 4;
+		row->cfa_offset = offset;
+	}
+}
+
 /* The CFA part of a row: kind and offset */
 static void cfa_rule(Dwarf_Frame *frame, struct bpf_bstack_cfi_row *row)
 {
 	Dwarf_Op *ops;
 	size_t nops;
 	s64 off;
-	int plt;
+	int plt, reg;
 
 	row->cfa_kind = BPF_BSTACK_CFA_INVALID;
 	if (dwarf_frame_cfa(frame, &ops, &nops) || !nops)
 		return;
-	if (nops == 1 && ops[0].atom == DW_OP_bregx) {
-		off = (s64)ops[0].number2;
+	reg = breg_regno(&ops[0]);
+	if (nops == 1 && reg >= 0) {
+		off = breg_offset(&ops[0]);
 		if (off < 0 || off > UINT16_MAX)
 			return;
-		if (ops[0].number == DWARF_RSP)
+		if (reg == DWARF_RSP)
 			row->cfa_kind = BPF_BSTACK_CFA_RSP;
-		else if (ops[0].number == DWARF_RBP)
+		else if (reg == DWARF_RBP)
 			row->cfa_kind = BPF_BSTACK_CFA_RBP;
+		else
+			row->cfa_kind = BPF_BSTACK_CFA_REG | reg << 4;
 		row->cfa_offset = off;
 		return;
 	}
@@ -128,7 +187,10 @@ static void cfa_rule(Dwarf_Frame *frame, struct bpf_bstack_cfi_row *row)
 	if (plt > 0) {
 		row->cfa_kind = BPF_BSTACK_CFA_PLT;
 		row->cfa_offset = plt;
+		return;
 	}
+	if (nops >= 2 && nops <= 7)
+		cfa_deref(ops, nops, row);
 }
 
 /* Whether register regno is saved at CFA + *off (true), or unchanged (*off = 0) */
@@ -180,16 +242,42 @@ static struct bpf_bstack_cfi_row frame_row(Dwarf_Frame *frame, bool signal)
 }
 
 static void count_row(struct bpf_bstack_cfi_table_info *info,
-		      const struct bpf_bstack_cfi_row *row)
+		      const struct bpf_bstack_cfi_row *row, bool cfa_expr)
 {
-	if (row->cfa_kind == BPF_BSTACK_CFA_INVALID)
+	switch (BPF_BSTACK_CFA_KIND(row->cfa_kind)) {
+	case BPF_BSTACK_CFA_INVALID:
 		info->nr_invalid++;
-	else if (row->cfa_kind == BPF_BSTACK_CFA_SIGNAL)
+		info->nr_cfa_expr += cfa_expr;
+		break;
+	case BPF_BSTACK_CFA_SIGNAL:
 		info->nr_signal++;
-	else if (row->cfa_kind == BPF_BSTACK_CFA_STOP)
+		break;
+	case BPF_BSTACK_CFA_STOP:
 		info->nr_stop++;
-	else if (row->cfa_kind == BPF_BSTACK_CFA_PLT)
+		break;
+	case BPF_BSTACK_CFA_PLT:
 		info->nr_plt++;
+		break;
+	case BPF_BSTACK_CFA_REG:
+		info->nr_cfa_reg++;
+		break;
+	case BPF_BSTACK_CFA_DEREF:
+	case BPF_BSTACK_CFA_DEREF_INDEXED:
+		info->nr_cfa_deref++;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Whether frame's CFA is an expression, not a register plus an offset */
+static bool cfa_is_expr(Dwarf_Frame *frame)
+{
+	Dwarf_Op *ops;
+	size_t nops;
+
+	return !dwarf_frame_cfa(frame, &ops, &nops) && nops &&
+	       (nops > 1 || breg_regno(&ops[0]) < 0);
 }
 
 /* The rows of the FDE at vaddr start, which ends at limit at the latest */
@@ -212,8 +300,8 @@ static int add_fde_rows(struct cfi_table *t, Dwarf_CFI *cfi, u64 start, u64 limi
 			break;
 		}
 		row = frame_row(frame, signal);
+		count_row(t->info, &row, cfa_is_expr(frame));
 		free(frame);
-		count_row(t->info, &row);
 		err = add_row(t, pc, row);
 		if (err)
 			return err;

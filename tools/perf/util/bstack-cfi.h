@@ -21,6 +21,9 @@ struct bpf_bstack_cfi_table_info {
 	size_t	nr_signal;
 	size_t	nr_stop;
 	size_t	nr_plt;
+	size_t	nr_cfa_reg;	/* rows with the CFA from another register */
+	size_t	nr_cfa_deref;	/* ... from the stack pointer saved in the frame */
+	size_t	nr_cfa_expr;	/* ... by an expression the walk cannot follow */
 };
 
 #if defined(HAVE_DWARF_SUPPORT) && defined(__x86_64__)

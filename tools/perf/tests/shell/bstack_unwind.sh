@@ -166,6 +166,26 @@ test_debian_xz() {
 	[ "$pct" -ge 90 ] || fail "only $pct% of xz's samples go from lzma_code to main"
 }
 
+# OpenSSL's perlasm code keeps its CFA in rax, rsi, r9 or r11, and in the
+# stack as an expression (breg7 N; deref; plus_uconst M)
+test_debian_openssl() {
+	echo "Debian's openssl speed: stacks from the AES-GCM and RSA assembly down to main"
+	if ! command -v openssl > /dev/null; then
+		echo "  skipped: openssl is not installed"
+		return
+	fi
+	$perf bstack record -F 499 -o "$tmp/ossl.data" -- \
+		openssl speed -seconds 1 -evp aes-128-gcm rsa2048 > /dev/null 2>&1 ||
+		{ fail "record openssl speed"; return; }
+	$perf bstack report -i "$tmp/ossl.data" --folded > "$tmp/ossl.folded" 2> /dev/null
+	pct=$(bstack_folded_share "$tmp/ossl.folded" '^openssl;' \
+	      '^openssl;.*__libc_start_call_main;')
+	[ "$pct" -ge 95 ] || fail "only $pct% of openssl's samples reach main"
+	pct=$(bstack_folded_share "$tmp/ossl.folded" '^openssl;.*;EVP_EncryptUpdate;' \
+	      '^openssl;.*__libc_start_call_main;.*;EVP_EncryptUpdate;')
+	[ "$pct" -ge 95 ] || fail "only $pct% of the AES-GCM samples reach main"
+}
+
 test_whole_stacks
 test_tables_cached
 test_short_command
@@ -173,6 +193,7 @@ test_exec_churn
 test_no_cfi
 test_uprobe_single_step
 test_debian_xz
+test_debian_openssl
 
 [ $err = 0 ] && echo "perf bstack unwind test [Success]"
 exit $err

@@ -492,11 +492,25 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	return store_frames(buf, len / sizeof(buf->frame[0]), stats, user);
 }
 
-/* the x86-64 user registers the walk starts from */
+/* the x86-64 user registers the walk starts from, and those a CFA rule may name */
 struct pt_regs___bstack {
+	unsigned long r15;
+	unsigned long r14;
+	unsigned long r13;
+	unsigned long r12;
 	unsigned long bp;
-	unsigned long sp;
+	unsigned long bx;
+	unsigned long r11;
+	unsigned long r10;
+	unsigned long r9;
+	unsigned long r8;
+	unsigned long ax;
+	unsigned long cx;
+	unsigned long dx;
+	unsigned long si;
+	unsigned long di;
 	unsigned long ip;
+	unsigned long sp;
 } __attribute__((preserve_access_index));
 
 struct mm_struct___bstack {
@@ -563,6 +577,7 @@ struct cfi_walk {
 	int end;		/* the stat of why the walk ended, 0: still walking */
 	__u32 lo, hi;		/* of a binary search */
 	__u32 now;		/* bpf_ktime_get_ns() >> 30, to stamp the tables used */
+	__u64 regs;		/* the sample's user registers (struct pt_regs *) */
 	bool exact;		/* pc is not a return address: the leaf, or after a signal */
 	bool guessed;		/* pc came from a frame pointer where no rule was */
 };
@@ -707,16 +722,95 @@ static __always_inline int signal_step(struct cfi_walk *w)
 	    read_word(&w->pc, w->sp + UC_MCONTEXT_RIP) ||
 	    read_word(&w->sp, w->sp + UC_MCONTEXT_RSP))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
+	w->regs = 0;	/* the interrupted code's are in the ucontext */
 	w->exact = true;	/* the interrupted instruction, not a return address */
 	return w->pc ? 0 : BPF_BSTACK_STAT_CFI_COMPLETE;
+}
+
+/* Where register regno (DWARF's number) is in struct pt_regs */
+static __always_inline __u32 reg_offset(__u32 regno)
+{
+	switch (regno) {
+	case 0: return bpf_core_field_offset(struct pt_regs___bstack, ax);
+	case 1: return bpf_core_field_offset(struct pt_regs___bstack, dx);
+	case 2: return bpf_core_field_offset(struct pt_regs___bstack, cx);
+	case 3: return bpf_core_field_offset(struct pt_regs___bstack, bx);
+	case 4: return bpf_core_field_offset(struct pt_regs___bstack, si);
+	case 5: return bpf_core_field_offset(struct pt_regs___bstack, di);
+	case 8: return bpf_core_field_offset(struct pt_regs___bstack, r8);
+	case 9: return bpf_core_field_offset(struct pt_regs___bstack, r9);
+	case 10: return bpf_core_field_offset(struct pt_regs___bstack, r10);
+	case 11: return bpf_core_field_offset(struct pt_regs___bstack, r11);
+	case 12: return bpf_core_field_offset(struct pt_regs___bstack, r12);
+	case 13: return bpf_core_field_offset(struct pt_regs___bstack, r13);
+	case 14: return bpf_core_field_offset(struct pt_regs___bstack, r14);
+	case 15: return bpf_core_field_offset(struct pt_regs___bstack, r15);
+	default: return -1;
+	}
+}
+
+/* rbx, rbp, r12-r15: a callee that uses one saves it, and restores it */
+#define CALLEE_SAVED	(1U << 3 | 1U << 6 | 1U << 12 | 1U << 13 | 1U << 14 | 1U << 15)
+
+/*
+ * Register regno as the walk knows it: rsp and rbp in any frame, the
+ * others as the sample left them.  In a caller's frame, a callee-saved
+ * one is wherever a callee saved it, which the walk does not follow; a
+ * caller-saved one no rule restores has kept its value, as DWARF
+ * unwinders take it (hand-written assembly that keeps its CFA in rax
+ * calls helpers that leave rax alone): the walk goes on as after a
+ * frame-pointer guess, and ends where that leads to no code.
+ */
+static __always_inline int reg_value(struct cfi_walk *w, __u32 regno, __u64 *val)
+{
+	__u32 off;
+
+	if (regno == 7) {
+		*val = w->sp;
+		return 0;
+	}
+	if (regno == 6) {
+		*val = w->bp;
+		return 0;
+	}
+	off = reg_offset(regno);
+	if (!w->regs || off == (__u32)-1)
+		return BPF_BSTACK_STAT_CFI_REG_UNKNOWN;
+	if (w->nr != 1) {
+		if (CALLEE_SAVED & (1U << regno))
+			return BPF_BSTACK_STAT_CFI_REG_UNKNOWN;
+		w->guessed = true;
+	}
+	return bpf_probe_read_kernel(val, sizeof(*val), (void *)(w->regs + off)) ?
+	       BPF_BSTACK_STAT_CFI_UNREADABLE : 0;
+}
+
+/* CFA = *(base + N) + M, base a register, or rsp + 8 * a register */
+static __always_inline int deref_cfa(struct cfi_walk *w, struct bpf_bstack_cfi_row *row,
+				     bool indexed, __u64 *cfa)
+{
+	__u32 regno = BPF_BSTACK_CFA_REGNO(row->cfa_kind);
+	__u64 base, idx;
+	int err;
+
+	err = reg_value(w, regno, indexed ? &idx : &base);
+	if (err)
+		return err;
+	if (indexed)
+		base = w->sp + 8 * idx;
+	if (read_word(cfa, base + BPF_BSTACK_CFA_DEREF_N(row->cfa_offset)))
+		return BPF_BSTACK_STAT_CFI_UNREADABLE;
+	*cfa += BPF_BSTACK_CFA_DEREF_M(row->cfa_offset);
+	return 0;
 }
 
 /* The caller's frame by the row's rule */
 static __always_inline int row_step(struct cfi_walk *w, struct bpf_bstack_cfi_row *row)
 {
 	__u64 cfa, ra, bp;
+	int err;
 
-	switch (row->cfa_kind) {
+	switch (BPF_BSTACK_CFA_KIND(row->cfa_kind)) {
 	case BPF_BSTACK_CFA_RSP:
 		cfa = w->sp + row->cfa_offset;
 		break;
@@ -733,6 +827,19 @@ static __always_inline int row_step(struct cfi_walk *w, struct bpf_bstack_cfi_ro
 	case BPF_BSTACK_CFA_NO_FDE:
 		/* the leaf in a PLT stub, which has pushed nothing (cfi_step guesses elsewhere) */
 		cfa = w->sp + 8;
+		break;
+	case BPF_BSTACK_CFA_REG:
+		err = reg_value(w, BPF_BSTACK_CFA_REGNO(row->cfa_kind), &cfa);
+		if (err)
+			return err;
+		cfa += row->cfa_offset;
+		break;
+	case BPF_BSTACK_CFA_DEREF:
+	case BPF_BSTACK_CFA_DEREF_INDEXED:
+		err = deref_cfa(w, row, BPF_BSTACK_CFA_KIND(row->cfa_kind) ==
+				BPF_BSTACK_CFA_DEREF_INDEXED, &cfa);
+		if (err)
+			return err;
 		break;
 	default:
 		return BPF_BSTACK_STAT_CFI_BAD_RULE;
@@ -884,6 +991,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->pc = probed_pc(task, BPF_CORE_READ(regs, ip));
 	w->sp = BPF_CORE_READ(regs, sp);
 	w->bp = BPF_CORE_READ(regs, bp);
+	w->regs = (__u64)regs;
 	w->exact = true;
 	w->guessed = false;
 	w->now = bpf_ktime_get_ns() >> 30;

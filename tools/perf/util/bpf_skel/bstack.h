@@ -67,6 +67,10 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_TABLES_TOO_LARGE, /* ... of more rows than all there are */
 	BPF_BSTACK_STAT_TABLE_ROWS,	/* rows in use */
 	BPF_BSTACK_STAT_TABLE_ROWS_MAX,	/* rows in all (--cfi-rows) */
+	BPF_BSTACK_STAT_CFI_REG_UNKNOWN, /* table walks ended: the CFA is computed from a
+					  * register a callee may have saved, in a
+					  * caller's frame, or after a signal
+					  */
 	BPF_BSTACK_STAT_MAX,
 };
 
@@ -154,7 +158,30 @@ enum bpf_bstack_cfa_kind {
 					 * CFA = rsp + 8 at an interrupted
 					 * instruction, else the walk ends
 					 */
+	BPF_BSTACK_CFA_REG,		/* CFA = register + offset (hand-written
+					 * assembly), the register as the sample
+					 * left it (see reg_value())
+					 */
+	BPF_BSTACK_CFA_DEREF,		/* CFA = *(register + N) + M: the stack
+					 * pointer saved in the frame
+					 */
+	BPF_BSTACK_CFA_DEREF_INDEXED,	/* CFA = *(rsp + N + 8 * register) + M */
 };
+
+/*
+ * cfa_kind holds the kind in its low 4 bits, and the DWARF number of the
+ * register the REG and DEREF kinds read in its high 4 (x86-64: 0 rax,
+ * 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8-15 r8-r15).  The
+ * DEREF kinds' cfa_offset holds N in its low 11 bits, signed, and M / 8
+ * in its high 5.
+ */
+#define BPF_BSTACK_CFA_KIND(k)		((k) & 15)
+#define BPF_BSTACK_CFA_REGNO(k)		((k) >> 4)
+#define BPF_BSTACK_CFA_DEREF_N(o)	((int)((__u32)(o) << 21) >> 21)
+#define BPF_BSTACK_CFA_DEREF_M(o)	(((o) >> 11) * 8)
+#define BPF_BSTACK_CFA_DEREF_N_MIN	(-1024)
+#define BPF_BSTACK_CFA_DEREF_N_MAX	1023
+#define BPF_BSTACK_CFA_DEREF_M_MAX	248
 
 struct bpf_bstack_cfi_row {
 	__u32 offset;			/* file offset of the first byte covered */
