@@ -1975,9 +1975,10 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 	fprintf(stderr, "[ perf bstack: table walks took %" PRIu64 " frames by frame pointer: ",
 		s[BPF_BSTACK_STAT_CFI_FP_FRAMES]);
 	fprintf(stderr, "%" PRIu64 " in code without a file (JIT, vDSO), %" PRIu64
-		" where a file had no unwind rule ]\n",
+		" where a file had no unwind rule; %" PRIu64
+		" frames through CPython's perf trampolines ]\n",
 		s[BPF_BSTACK_STAT_CFI_FP_FRAMES] - s[BPF_BSTACK_STAT_CFI_FP_GUESSED],
-		s[BPF_BSTACK_STAT_CFI_FP_GUESSED]);
+		s[BPF_BSTACK_STAT_CFI_FP_GUESSED], s[BPF_BSTACK_STAT_CFI_TRAMPOLINES]);
 	if (cfi > s[BPF_BSTACK_STAT_CFI_COMPLETE]) {
 		fprintf(stderr, "[ perf bstack: table walks ended early at: %" PRIu64
 			" code without unwind rule, %" PRIu64 " unreadable stack,",

@@ -702,6 +702,34 @@ static __always_inline int fp_step(struct cfi_walk *w, struct bpf_bstack_stats *
 }
 
 /*
+ * CPython's perf trampolines (python -X perf, 3.12 and later) are copies of
+ * "sub $8,%rsp; call *%rcx; add $8,%rsp; ret" in anonymous memory, with no
+ * frame pointer and no unwind table: a return address into one is known by
+ * the code around it (as libgcc knows a signal trampoline by its code), and
+ * the trampoline's caller is right above it.
+ */
+#define PY_TRAMPOLINE_CALL	0xd1ffU			/* call *%rcx */
+#define PY_TRAMPOLINE_RET	0xc308c48348ULL		/* add $8,%rsp; ret */
+
+static __always_inline int trampoline_step(struct cfi_walk *w, struct bpf_bstack_stats *stats)
+{
+	__u64 code, ra;
+
+	if (w->exact || read_word(&code, w->pc - 2) ||
+	    (code & 0xffff) != PY_TRAMPOLINE_CALL ||
+	    ((code >> 16) & 0xffffffffffULL) != PY_TRAMPOLINE_RET)
+		return -1;
+	if (read_word(&ra, w->sp + 8))
+		return BPF_BSTACK_STAT_CFI_UNREADABLE;
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_TRAMPOLINES, 1);
+	if (!ra)
+		return BPF_BSTACK_STAT_CFI_COMPLETE;
+	w->sp += 16;
+	w->pc = ra;
+	return 0;
+}
+
+/*
  * Code in a file with no rule for pc (hand-written assembly, V8's builtins):
  * its frame pointer, if it points a little above sp, is the best guess.  A
  * guess that leads into no mapping ends the stack at the frame before it.
@@ -905,6 +933,10 @@ static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_pr
 		file = bpf_map_lookup_elem(&bstack_cfi_files, &m->file);
 	add_frame(w, buf, m, file);
 	if (!file || !file->nr) {
+		int ret = file ? -1 : trampoline_step(w, stats);
+
+		if (ret >= 0)
+			return ret;
 		if (file && (file->flags & BPF_BSTACK_CFI_FILE_UNLOADED))
 			ask_table(w, m->file, file, stats);
 		return fp_step(w, stats);

@@ -71,6 +71,7 @@ enum bpf_bstack_stat {
 					  * register a callee may have saved, in a
 					  * caller's frame, or after a signal
 					  */
+	BPF_BSTACK_STAT_CFI_TRAMPOLINES, /* frames stepped through CPython's perf trampolines */
 	BPF_BSTACK_STAT_MAX,
 };
 
