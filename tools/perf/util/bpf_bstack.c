@@ -1508,18 +1508,30 @@ static int write_jit_mmap(const struct bpf_bstack_jit_image *img, void *arg)
 }
 
 /*
- * The perf map of pid: in the /tmp of its mount namespace, under the pid
- * it has there, while it lives; in ours once it is gone.
+ * The perf map of pid, or else its jitdump (python -X perf_jit writes one,
+ * not both): in the /tmp of its mount namespace, under the pid it has
+ * there, while it lives; in ours once it is gone.
  */
 static void jit_map_path(pid_t pid, char *path, size_t size)
 {
+	static const char * const kinds[] = { "perf-%d.map", "jit-%d.dump", };
 	struct nsinfo *nsi = nsinfo__new(pid);
+	pid_t nspid = nsi ? nsinfo__nstgid(nsi) : pid;
+	char name[32];
+	size_t i;
 
-	snprintf(path, size, "/proc/%d/root/tmp/perf-%d.map", pid,
-		 nsi ? nsinfo__nstgid(nsi) : pid);
 	nsinfo__put(nsi);
-	if (access(path, R_OK))
-		snprintf(path, size, "/tmp/perf-%d.map", pid);
+	for (i = 0; i < ARRAY_SIZE(kinds); i++) {
+		snprintf(name, sizeof(name), kinds[i], nspid);
+		snprintf(path, size, "/proc/%d/root/tmp/%s", pid, name);
+		if (!access(path, R_OK))
+			return;
+		snprintf(name, sizeof(name), kinds[i], pid);
+		snprintf(path, size, "/tmp/%s", name);
+		if (!access(path, R_OK))
+			return;
+	}
+	snprintf(path, size, "/tmp/perf-%d.map", pid);
 }
 
 /*
@@ -2023,7 +2035,7 @@ static void print_summary(struct bpf_bstack *b)
 		 b->nr_aged_out, BSTACK_WRITTEN_AGE);
 	print_unwind_summary(b, s);
 	if (b->nr_jit_pids || b->nr_jit_failed) {
-		fprintf(stderr, "[ perf bstack: JIT symbols (perf-PID.map) of %u processes ",
+		fprintf(stderr, "[ perf bstack: JIT symbols (perf-PID.map, jit-PID.dump) of %u processes ",
 			b->nr_jit_pids);
 		fprintf(stderr, "kept in %u images, %u failed ]\n", b->nr_jit_images,
 			b->nr_jit_failed);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * perf record --bstack: keep the symbols a JIT gives in /tmp/perf-PID.map.
+ * perf record --bstack: keep the symbols a JIT gives in /tmp/perf-PID.map,
+ * or in a jitdump, /tmp/jit-PID.dump (python -X perf_jit).
  *
  * Frames in JIT code are IPs in anonymous memory: perf report names them
  * from the process's perf map, which lives in the /tmp of its mount
@@ -30,6 +31,7 @@
 #include "util/build-id.h"
 #include "util/debug.h"
 #include "util/genelf.h"
+#include "util/jitdump.h"
 
 /* symbols further apart than this go into images of their own */
 #define JIT_IMAGE_GAP	(64ULL << 20)
@@ -96,6 +98,78 @@ static int read_perf_map(FILE *fp, struct jit_syms *s)
 	}
 	free(line);
 	return err;
+}
+
+/* a record longer than this is damaged: code of 64 MiB, or a name of 64 KiB */
+#define JITDUMP_RECORD_MAX	(64U << 20)
+#define JITDUMP_NAME_MAX	(64U << 10)
+
+/* The NUL-terminated name after a record's fixed part, at most max bytes */
+static int read_jitdump_name(FILE *fp, char *name, size_t max)
+{
+	size_t i;
+	int c;
+
+	for (i = 0; i < max; i++) {
+		c = fgetc(fp);
+		if (c == EOF)
+			return -EINVAL;
+		name[i] = c;
+		if (!c)
+			return 0;
+	}
+	return -EINVAL;
+}
+
+/*
+ * The JIT_CODE_LOAD records of a jitdump, as perf inject --jit reads them
+ * (util/jitdump.c): where each piece of code was loaded, and its name.
+ * Written on this machine by the process, in its byte order.  A damaged
+ * record ends the reading, the symbols before it kept.
+ */
+static int read_jitdump(FILE *fp, struct jit_syms *s)
+{
+	struct jitheader hdr;
+	struct jr_code_load load;
+	char *name = malloc(JITDUMP_NAME_MAX);
+	long pos;
+	int err = 0;
+
+	if (!name)
+		return -ENOMEM;
+	if (fread(&hdr, sizeof(hdr), 1, fp) != 1 || hdr.magic != JITHEADER_MAGIC ||
+	    hdr.total_size < sizeof(hdr) || fseek(fp, hdr.total_size, SEEK_SET)) {
+		free(name);
+		return -EINVAL;
+	}
+	while (!err && (pos = ftell(fp)) >= 0 && fread(&load.p, sizeof(load.p), 1, fp) == 1) {
+		size_t len = load.p.total_size;
+
+		if (len < sizeof(load.p) || len > JITDUMP_RECORD_MAX)
+			break;
+		if (load.p.id == JIT_CODE_LOAD && len > sizeof(load)) {
+			if (fread(&load.p + 1, sizeof(load) - sizeof(load.p), 1, fp) != 1 ||
+			    read_jitdump_name(fp, name, min_t(size_t, len - sizeof(load),
+							      JITDUMP_NAME_MAX)))
+				break;
+			if (load.code_size && load.code_addr + load.code_size > load.code_addr)
+				err = jit_syms__add(s, load.code_addr, load.code_size, name);
+		}
+		if (fseek(fp, pos + len, SEEK_SET))
+			break;
+	}
+	free(name);
+	return err;
+}
+
+static bool is_jitdump(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t len;
+
+	base = base ? base + 1 : path;
+	len = strlen(base);
+	return strstarts(base, "jit-") && len > 5 && !strcmp(base + len - 5, ".dump");
 }
 
 static int cmp_sym_start(const void *a, const void *b)
@@ -278,7 +352,7 @@ out:
 }
 
 /* One image of sym[0..nr) into the build-id cache, and to cb */
-static int cache_image(pid_t pid, const struct jit_sym *sym, size_t nr,
+static int cache_image(pid_t pid, const char *kind, const struct jit_sym *sym, size_t nr,
 		       bpf_bstack_jit_image_cb cb, void *arg)
 {
 	struct bpf_bstack_jit_image img = { .start = sym[0].start, .nr_syms = nr, };
@@ -290,7 +364,8 @@ static int cache_image(pid_t pid, const struct jit_sym *sym, size_t nr,
 		img.end = max(img.end, sym[i].start + sym[i].size);
 	image_build_id(sym, nr, &img.bid);
 	build_id__sprintf(&img.bid, sbid);
-	snprintf(img.name, sizeof(img.name), BPF_BSTACK_JIT_PREFIX "perf-%d.map", pid);
+	snprintf(img.name, sizeof(img.name), BPF_BSTACK_JIT_PREFIX "%s-%d.%s", kind, pid,
+		 strcmp(kind, "jit") ? "map" : "dump");
 
 	fd = mkstemp(tmp);
 	if (fd < 0)
@@ -306,6 +381,7 @@ static int cache_image(pid_t pid, const struct jit_sym *sym, size_t nr,
 int bpf_bstack__jit_images(pid_t pid, const char *map_path, bpf_bstack_jit_image_cb cb,
 			   void *arg)
 {
+	const char *kind = is_jitdump(map_path) ? "jit" : "perf";
 	struct jit_syms s = {};
 	size_t i, first = 0;
 	u64 end = 0;
@@ -315,7 +391,7 @@ int bpf_bstack__jit_images(pid_t pid, const char *map_path, bpf_bstack_jit_image
 	fp = fopen(map_path, "r");
 	if (!fp)
 		return -errno;
-	err = read_perf_map(fp, &s);
+	err = strcmp(kind, "jit") ? read_perf_map(fp, &s) : read_jitdump(fp, &s);
 	fclose(fp);
 	if (err || !s.nr)
 		goto out;
@@ -327,13 +403,13 @@ int bpf_bstack__jit_images(pid_t pid, const char *map_path, bpf_bstack_jit_image
 	/* an image per cluster: one spanning the address space would cover libraries */
 	for (i = 0; i < s.nr && !err; i++) {
 		if (i > first && s.sym[i].start > end + JIT_IMAGE_GAP) {
-			err = cache_image(pid, s.sym + first, i - first, cb, arg);
+			err = cache_image(pid, kind, s.sym + first, i - first, cb, arg);
 			first = i;
 		}
 		end = max(i == first ? 0 : end, s.sym[i].start + s.sym[i].size);
 	}
 	if (!err)
-		err = cache_image(pid, s.sym + first, s.nr - first, cb, arg);
+		err = cache_image(pid, kind, s.sym + first, s.nr - first, cb, arg);
 out:
 	jit_syms__exit(&s);
 	return err;

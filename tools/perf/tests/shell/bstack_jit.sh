@@ -44,7 +44,7 @@ perf --buildid-dir "$tmp/cache" bstack record -F 499 -o "$tmp/jit.data" -- \
 	node --perf-basic-prof "$tmp/hot.js" "$tmp/pid" > /dev/null 2> "$tmp/record.err" ||
 	{ fail "record: $(tail -1 "$tmp/record.err")"; exit 1; }
 node_pid=$(cat "$tmp/pid")
-grep -q "JIT symbols (perf-PID.map) of 1 processes" "$tmp/record.err" ||
+grep -q "JIT symbols (perf-PID.map, jit-PID.dump) of 1 processes" "$tmp/record.err" ||
 	fail "the summary does not count node's perf map"
 [ -s "/tmp/perf-$node_pid.map" ] || fail "node wrote no /tmp/perf-$node_pid.map"
 rm -f "/tmp/perf-$node_pid.map"

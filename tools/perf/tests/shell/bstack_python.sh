@@ -7,7 +7,8 @@
 # call *%rcx; add $8,%rsp; ret": no frame pointer, no unwind table) and
 # name it in /tmp/perf-PID.map.  The report must show outer -> middle ->
 # leaf by name, on stacks whole down to main, after the process and its
-# map file are gone.
+# map file are gone.  CPython 3.13's -X perf_jit names them in a jitdump,
+# /tmp/jit-PID.dump, instead.
 
 # shellcheck source=lib/bstack.sh
 . "$(dirname "$0")"/lib/bstack.sh
@@ -56,16 +57,18 @@ open(sys.argv[1], "w").write(str(os.getpid()))
 outer(2)
 PY
 
+# $1: the interpreter, $2: perf or perf_jit, $3: the file it names functions in
 test_python() {
 	py=$1
-	name=$(basename "$py")
-	echo "$py -X perf: outer -> middle -> leaf_work, whole, after the map file is gone"
+	name=$(basename "$py")-$2
+	echo "$py -X $2: outer -> middle -> leaf_work, whole, after $3 is gone"
 	perf --buildid-dir "$tmp/cache" bstack record -F 499 -o "$tmp/$name.data" -- \
-		"$py" -X perf "$tmp/three.py" "$tmp/pid" > /dev/null 2> "$tmp/$name.err" ||
+		"$py" -X "$2" "$tmp/three.py" "$tmp/pid" > /dev/null 2> "$tmp/$name.err" ||
 		{ fail "record: $(tail -1 "$tmp/$name.err")"; return; }
 	pid=$(cat "$tmp/pid")
-	[ -s "/tmp/perf-$pid.map" ] || fail "$name wrote no /tmp/perf-$pid.map"
-	rm -f "/tmp/perf-$pid.map"
+	names=${3/PID/$pid}
+	[ -s "$names" ] || fail "$name wrote no $names"
+	rm -f "$names"
 	grep -q "frames through CPython's perf trampolines" "$tmp/$name.err" ||
 		fail "the summary does not count the trampolines"
 	perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/$name.data" --folded \
@@ -77,7 +80,10 @@ test_python() {
 }
 
 for py in "${pythons[@]}"; do
-	test_python "$py"
+	test_python "$py" perf /tmp/perf-PID.map
+	if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 13))'; then
+		test_python "$py" perf_jit /tmp/jit-PID.dump
+	fi
 done
 
 [ $err = 0 ] && echo "perf bstack Python test [Success]"
