@@ -280,6 +280,12 @@ def main():
                       "a profiler costs once weighs less here." % opts.long, ""]
             cost_table(lines, list(long_progs.items()), tmp, 1)
             lines.append("")
+    # bench/rules.py's section stays
+    old = open(opts.out).read() if os.path.exists(opts.out) else ""
+    if "\n## Unwind rules" in old:
+        start = old.index("\n## Unwind rules") + 1
+        end = old.find("\n## ", start)
+        lines.append(old[start:end + 1 if end >= 0 else len(old)].rstrip("\n") + "\n")
     with open(opts.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -2035,7 +2035,8 @@ static void print_summary(struct bpf_bstack *b)
 		 b->nr_aged_out, BSTACK_WRITTEN_AGE);
 	print_unwind_summary(b, s);
 	if (b->nr_jit_pids || b->nr_jit_failed) {
-		fprintf(stderr, "[ perf bstack: JIT symbols (perf-PID.map, jit-PID.dump) of %u processes ",
+		fprintf(stderr,
+			"[ perf bstack: JIT symbols (perf-PID.map, jit-PID.dump) of %u processes ",
 			b->nr_jit_pids);
 		fprintf(stderr, "kept in %u images, %u failed ]\n", b->nr_jit_images,
 			b->nr_jit_failed);

@@ -58,7 +58,7 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_TABLES_TOO_LARGE] = "unwind tables larger than all the rows",
 	[BPF_BSTACK_STAT_TABLE_ROWS]	 = "unwind table rows in use",
 	[BPF_BSTACK_STAT_TABLE_ROWS_MAX] = "unwind table rows in all",
-	[BPF_BSTACK_STAT_CFI_REG_UNKNOWN] = "table walks ended: a caller's CFA from a saved register",
+	[BPF_BSTACK_STAT_CFI_REG_UNKNOWN] = "table walks ended: CFA from a saved register",
 	[BPF_BSTACK_STAT_CFI_TRAMPOLINES] = "frames stepped through CPython's perf trampolines",
 };
 

@@ -163,10 +163,12 @@ enum bpf_bstack_cfa_kind {
 					 * assembly), the register as the sample
 					 * left it (see reg_value())
 					 */
-	BPF_BSTACK_CFA_DEREF,		/* CFA = *(register + N) + M: the stack
-					 * pointer saved in the frame
+	BPF_BSTACK_CFA_DEREF,		/* CFA = the word at register + N, plus M:
+					 * a stack pointer saved in the frame
 					 */
-	BPF_BSTACK_CFA_DEREF_INDEXED,	/* CFA = *(rsp + N + 8 * register) + M */
+	BPF_BSTACK_CFA_DEREF_INDEXED,	/* CFA = the word at rsp + N + register
+					 * times 8, plus M
+					 */
 };
 
 /*
