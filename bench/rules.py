@@ -167,7 +167,7 @@ def main():
         cost = clang_cost(tmp, opts.repeats)
     text = ["## Unwind rules\n",
             "`python3 bench/rules.py --repeats %d`, %s Hz: %s\n" %
-            (opts.repeats, FREQ, " ".join(__doc__.split("\n\n")[1:3]).replace("\n", " "))]
+            (opts.repeats, FREQ, " ".join(__doc__.split("\n\n")[2:4]).replace("\n", " "))]
     text += rows + ["", "Cells: share of the program's samples reaching main, mean frames, "
                     "(samples); for Python, the share of leaf_work's samples that name "
                     "the three functions in order.", "", cost, ""]
