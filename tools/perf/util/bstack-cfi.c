@@ -137,8 +137,9 @@ static bool deref_offsets(s64 n, u64 m, u16 *offset)
  */
 static void cfa_deref(const Dwarf_Op *ops, size_t nops, struct bpf_bstack_cfi_row *row)
 {
-	u64 m = ops[nops - 1].atom == DW_OP_plus_uconst ? ops[nops - 1].number : 0;
-	size_t n = m ? nops - 1 : nops;
+	bool plus = ops[nops - 1].atom == DW_OP_plus_uconst;
+	u64 m = plus ? ops[nops - 1].number : 0;
+	size_t n = plus ? nops - 1 : nops;
 	int base = breg_regno(&ops[0]), index;
 	u16 offset;
 
