@@ -83,7 +83,7 @@ asan-build: tree
 		  echo "error: ASan perf build failed, see build/perf-asan-build.log" >&2; exit 1; }
 	@scripts/fetch-flamegraph.sh $(ASAN_OUT) || \
 		echo "warning: no d3-flame-graph: the ASan perf cannot draw flame graphs" >&2
-	@echo "  PERF    build/perf-asan/perf (ASan, UBSan)"
+	@echo "  PERF    $(patsubst $(CURDIR)/%,%,$(ASAN_OUT))/perf (ASan, UBSan)"
 
 asan: asan-build
 	@PERF_BUILD=$(ASAN_OUT) scripts/check.sh --tests-only
