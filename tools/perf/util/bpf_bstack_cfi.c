@@ -805,6 +805,7 @@ static u32 add_file(struct bpf_bstack_cfi *cfi, const struct bpf_bstack_cfi_file
 	*k = *key;
 	for (i = 0; cfi->slots[i].key; i++)	/* there is a free one */
 		;
+	f.gen = cfi->nr_added + 1;
 	if (bpf_map_update_elem(bpf_map__fd(cfi->skel->maps.bstack_cfi_files), &i, &f, BPF_ANY) ||
 	    hashmap__add(cfi->files, k, i)) {
 		free(k);

@@ -562,6 +562,14 @@ static __always_inline __u64 probed_pc(struct task_struct *task, __u64 pc)
 #define UC_MCONTEXT_RIP	(40 + 16 * 8)
 
 /*
+ * The user stack is read a block at a time, as the frames of a walk lie
+ * together: one copy of a block costs about what one of a word does.  A
+ * block is aligned and never crosses a page, so it is readable wherever a
+ * word of it is.
+ */
+#define CFI_WINDOW	512
+
+/*
  * The state of a walk.  It lives in a map, not on the BPF stack: the
  * verifier does not follow the values of map memory, so the loops over
  * frames and the binary searches converge at once instead of being
@@ -578,8 +586,12 @@ struct cfi_walk {
 	__u32 lo, hi;		/* of a binary search */
 	__u32 now;		/* bpf_ktime_get_ns() >> 30, to stamp the tables used */
 	__u64 regs;		/* the sample's user registers (struct pt_regs *) */
+	struct bpf_bstack_cfi_row row;	/* the rule of this frame */
+	__u32 map_hint;		/* the mapping of the frame before */
 	bool exact;		/* pc is not a return address: the leaf, or after a signal */
 	bool guessed;		/* pc came from a frame pointer where no rule was */
+	__u64 win_base;		/* user address of win, 1: none */
+	__u8 win[CFI_WINDOW];	/* the user stack there */
 };
 
 struct {
@@ -598,6 +610,10 @@ static __always_inline struct bpf_bstack_cfi_map *find_map(struct cfi_walk *w,
 	__u32 mid;
 	int i;
 
+	/* callers are mostly in the callee's file */
+	m = &proc->map[w->map_hint & (BPF_BSTACK_CFI_MAPS - 1)];
+	if (w->map_hint < proc->nr && m->start <= pc && pc < m->end)
+		return m;
 	w->lo = 0;
 	w->hi = proc->nr < BPF_BSTACK_CFI_MAPS ? proc->nr : BPF_BSTACK_CFI_MAPS;
 	bpf_for(i, 0, 8) {	/* 2^8 > BPF_BSTACK_CFI_MAPS */
@@ -611,8 +627,40 @@ static __always_inline struct bpf_bstack_cfi_map *find_map(struct cfi_walk *w,
 	}
 	if (!w->lo)
 		return NULL;
-	m = &proc->map[(w->lo - 1) & (BPF_BSTACK_CFI_MAPS - 1)];
+	w->map_hint = w->lo - 1;
+	m = &proc->map[w->map_hint & (BPF_BSTACK_CFI_MAPS - 1)];
 	return pc < m->end ? m : NULL;
+}
+
+/*
+ * The rules of the return addresses walked lately, per CPU: the outer
+ * frames of a program's stacks are the same from one sample to the next,
+ * and a rule recalled costs one cache line where the table's search costs
+ * several, each a miss in megabytes of rows.  An entry is keyed by the
+ * file's gen and the offset; its check is that key xor the rule, so that
+ * an entry half written by a walk that interrupted this one is no match.
+ */
+#define CFI_MEMO_SHIFT	12
+
+struct cfi_memo_entry {
+	__u64 check;
+	__u64 row;		/* struct bpf_bstack_cfi_row */
+};
+
+_Static_assert(sizeof(struct bpf_bstack_cfi_row) == sizeof(__u64), "a rule is a word");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct cfi_memo_entry);
+	__uint(max_entries, 1 << CFI_MEMO_SHIFT);
+} bstack_cfi_memo SEC(".maps");
+
+static __always_inline struct cfi_memo_entry *cfi_memo_slot(__u64 key)
+{
+	__u32 i = (key * 0x9e3779b97f4a7c15ULL) >> (64 - CFI_MEMO_SHIFT);
+
+	return bpf_map_lookup_elem(&bstack_cfi_memo, &i);
 }
 
 /*
@@ -654,9 +702,57 @@ static __always_inline struct bpf_bstack_cfi_row *find_row(struct cfi_walk *w,
 	return bpf_map_lookup_elem(&bstack_cfi_rows, &mid);
 }
 
+/* The rule of file offset off into w->row, recalled or searched: false if none */
+static __always_inline bool frame_rule(struct cfi_walk *w, struct bpf_bstack_cfi_file *file,
+				       __u64 off, struct bpf_bstack_stats *stats)
+{
+	__u64 key = (__u64)file->gen << 32 | (__u32)off, bits;
+	struct bpf_bstack_cfi_row *row;
+	struct cfi_memo_entry *e;
+
+	e = off >> 32 ? NULL : cfi_memo_slot(key);
+	if (e) {
+		bits = e->row;
+		if ((e->check ^ bits) == key) {
+			__builtin_memcpy(&w->row, &bits, sizeof(w->row));
+			stat_inc(stats, BPF_BSTACK_STAT_CFI_ROWS_RECALLED, 1);
+			return true;
+		}
+	}
+	row = find_row(w, file, off);
+	if (!row)
+		return false;
+	w->row = *row;
+	if (e) {
+		__builtin_memcpy(&bits, row, sizeof(bits));
+		e->row = bits;
+		e->check = key ^ bits;
+	}
+	return true;
+}
+
 static __always_inline int read_word(__u64 *val, __u64 addr)
 {
 	return bpf_probe_read_user(val, sizeof(*val), (void *)addr);
+}
+
+/* A word of the user stack, through the walk's window */
+static __always_inline int read_stack(struct cfi_walk *w, __u64 *val, __u64 addr)
+{
+	__u64 base = addr & ~(__u64)(CFI_WINDOW - 1);
+	__u32 off = addr & (CFI_WINDOW - 1);
+
+	if (off > CFI_WINDOW - sizeof(*val))
+		return read_word(val, addr);
+	if (base != w->win_base) {
+		if (bpf_probe_read_user(w->win, CFI_WINDOW, (void *)base)) {
+			w->win_base = 1;
+			return -1;
+		}
+		w->win_base = base;
+	}
+	__builtin_memcpy(val, &w->win[off], sizeof(*val));
+	return 0;
 }
 
 /* Add the frame of w->pc to buf, as (build-id, offset) where the file has one */
@@ -690,7 +786,7 @@ static __always_inline int fp_step(struct cfi_walk *w, struct bpf_bstack_stats *
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_FP_FRAMES, 1);
 	if (w->bp <= w->sp)
 		return BPF_BSTACK_STAT_CFI_BAD_RULE;
-	if (read_word(&bp, w->bp) || read_word(&ra, w->bp + 8))
+	if (read_stack(w, &bp, w->bp) || read_stack(w, &ra, w->bp + 8))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
 	if (!ra)
 		return BPF_BSTACK_STAT_CFI_COMPLETE;
@@ -719,7 +815,7 @@ static __always_inline int trampoline_step(struct cfi_walk *w, struct bpf_bstack
 	    (code & 0xffff) != PY_TRAMPOLINE_CALL ||
 	    ((code >> 16) & 0xffffffffffULL) != PY_TRAMPOLINE_RET)
 		return -1;
-	if (read_word(&ra, w->sp + 8))
+	if (read_stack(w, &ra, w->sp + 8))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_TRAMPOLINES, 1);
 	if (!ra)
@@ -826,7 +922,7 @@ static __always_inline int deref_cfa(struct cfi_walk *w, struct bpf_bstack_cfi_r
 		return err;
 	if (indexed)
 		base = w->sp + 8 * idx;
-	if (read_word(cfa, base + BPF_BSTACK_CFA_DEREF_N(row->cfa_offset)))
+	if (read_stack(w, cfa, base + BPF_BSTACK_CFA_DEREF_N(row->cfa_offset)))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
 	*cfa += BPF_BSTACK_CFA_DEREF_M(row->cfa_offset);
 	return 0;
@@ -875,10 +971,10 @@ static __always_inline int row_step(struct cfi_walk *w, struct bpf_bstack_cfi_ro
 	/* the caller's frame is above this one: a rule that says otherwise is wrong here */
 	if (cfa <= w->sp)
 		return BPF_BSTACK_STAT_CFI_BAD_RULE;
-	if (read_word(&ra, cfa - 8))
+	if (read_stack(w, &ra, cfa - 8))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
 	if (row->rbp) {
-		if (read_word(&bp, cfa - 8 * (__u64)row->rbp))
+		if (read_stack(w, &bp, cfa - 8 * (__u64)row->rbp))
 			return BPF_BSTACK_STAT_CFI_UNREADABLE;
 		w->bp = bp;
 	}
@@ -920,7 +1016,6 @@ static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_pr
 {
 	struct bpf_bstack_cfi_file *file = NULL;
 	struct bpf_bstack_cfi_map *m;
-	struct bpf_bstack_cfi_row *row;
 	__u64 pc = w->exact ? w->pc : w->pc - 1;	/* a call may end its function */
 
 	if (w->nr >= w->max)
@@ -944,10 +1039,10 @@ static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_pr
 	/* a store once a second at most: the line is shared by every CPU */
 	if (file->used != w->now)
 		file->used = w->now;
-	row = find_row(w, file, pc - m->start + m->pgoff);
-	if (!row || (row->cfa_kind == BPF_BSTACK_CFA_NO_FDE && !w->exact))
+	if (!frame_rule(w, file, pc - m->start + m->pgoff, stats) ||
+	    (w->row.cfa_kind == BPF_BSTACK_CFA_NO_FDE && !w->exact))
 		return guess_step(w, stats);
-	return row_step(w, row);
+	return row_step(w, &w->row);
 }
 
 /*
@@ -1026,6 +1121,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->regs = (__u64)regs;
 	w->exact = true;
 	w->guessed = false;
+	w->win_base = 1;
 	w->now = bpf_ktime_get_ns() >> 30;
 	w->max = max_depth();
 	w->nr = 0;

@@ -72,6 +72,9 @@ enum bpf_bstack_stat {
 					  * caller's frame, or after a signal
 					  */
 	BPF_BSTACK_STAT_CFI_TRAMPOLINES, /* frames stepped through CPython's perf trampolines */
+	BPF_BSTACK_STAT_CFI_ROWS_RECALLED, /* frames whose rule came from the per-CPU memo of
+					    * recent rules, not the table
+					    */
 	BPF_BSTACK_STAT_MAX,
 };
 
@@ -225,6 +228,9 @@ struct bpf_bstack_cfi_file {
 	__u32 used;			/* bpf_ktime_get_ns() >> 30 when last walked */
 	__u32 asked;			/* bpf_ktime_get_ns() >> 24 when last asked for */
 	__u32 flags;			/* BPF_BSTACK_CFI_FILE_* */
+	__u32 gen;			/* a number of its own, not reused: the walk's memo of
+					 * rules does not outlive the file in this slot
+					 */
 };
 
 #define BPF_BSTACK_CFI_MAPS	128	/* executable mappings of a process */
