@@ -519,7 +519,10 @@ static int set_max_stack(struct bpf_bstack *b)
 		max = sysctl_max;
 	}
 	b->skel->rodata->max_frames = max;
+	b->skel->rodata->short_frames = min(max, BPF_BSTACK_SHORT_STACK);
 	bpf_map__set_value_size(b->skel->maps.bstack_user_stacks, bid_stack_size(max));
+	bpf_map__set_value_size(b->skel->maps.bstack_user_short_stacks,
+				bid_stack_size(b->skel->rodata->short_frames));
 	bpf_map__set_value_size(b->skel->maps.bstack_kern_stacks, ip_stack_size(max));
 	bpf_map__set_value_size(b->skel->maps.bstack_kern_bid_stacks, bid_stack_size(max));
 	bpf_map__set_value_size(b->skel->maps.bstack_user_ip_stacks, ip_stack_size(max));
@@ -676,6 +679,7 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 	b->skel->rodata->kern_build_id = !o->ip_stacks;
 	b->skel->rodata->kern_stack = !o->user_only;
 	bpf_map__set_max_entries(b->skel->maps.bstack_user_stacks, o->map_entries);
+	bpf_map__set_max_entries(b->skel->maps.bstack_user_short_stacks, o->map_entries);
 	bpf_map__set_max_entries(b->skel->maps.bstack_kern_stacks, o->map_entries);
 	bpf_map__set_max_entries(b->skel->maps.bstack_kern_bid_stacks, o->map_entries);
 	bpf_map__set_max_entries(b->skel->maps.bstack_user_ip_stacks, o->map_entries);
@@ -916,6 +920,9 @@ struct bstack_map_dump {
 };
 
 #define BSTACK_STACK_KINDS	4	/* enum bpf_bstack_stack_kind */
+/* the stack maps: one of each kind, and the short user stacks' */
+#define BSTACK_USER_SHORT	(BSTACK_STACK_KINDS + 1)
+#define BSTACK_STACK_MAPS	BSTACK_USER_SHORT
 
 struct bstack_writer {
 	struct bpf_bstack	*b;
@@ -929,7 +936,7 @@ struct bstack_writer {
 	u64			payload[(sizeof(struct bpf_bstack_rec_stack) +
 				 sizeof(struct bpf_bstack_user_stack)) / sizeof(u64) + 1];
 	struct bpf_bstack_user_stack	value;	/* of a stack map (any: nr first) */
-	struct bstack_map_dump	dump[BSTACK_STACK_KINDS];	/* by kind - 1 */
+	struct bstack_map_dump	dump[BSTACK_STACK_MAPS];	/* by map - 1 */
 	/* the counts of the drain, written packed at its end */
 	struct bpf_bstack_rec_count	*counts;
 	size_t			nr_counts;
@@ -1040,16 +1047,27 @@ static int write_record(struct bstack_writer *w)
 static_assert(offsetof(struct bpf_bstack_user_stack, frame) ==
 	      offsetof(struct bpf_bstack_kern_stack, ip), "frames after nr in both");
 
-/* The stack map of a kind of stack (a kernel one may also be in the build-id map) */
-static struct bpf_map *stack_map(struct bstack_bpf *skel, u32 kind)
+/*
+ * Stack map 'map': that of a kind of stack (a kernel one may also be in
+ * the build-id map), or BSTACK_USER_SHORT
+ */
+static struct bpf_map *stack_map(struct bstack_bpf *skel, u32 map)
 {
-	if (kind == BPF_BSTACK_STACK_USER)
+	if (map == BSTACK_USER_SHORT)
+		return skel->maps.bstack_user_short_stacks;
+	if (map == BPF_BSTACK_STACK_USER)
 		return skel->maps.bstack_user_stacks;
-	if (kind == BPF_BSTACK_STACK_USER_IP)
+	if (map == BPF_BSTACK_STACK_USER_IP)
 		return skel->maps.bstack_user_ip_stacks;
-	if (kind == BPF_BSTACK_STACK_KERNEL_BID)
+	if (map == BPF_BSTACK_STACK_KERNEL_BID)
 		return skel->maps.bstack_kern_bid_stacks;
 	return skel->maps.bstack_kern_stacks;
+}
+
+/* The kind of the stacks of stack map 'map' */
+static u32 map_kind(u32 map)
+{
+	return map == BSTACK_USER_SHORT ? BPF_BSTACK_STACK_USER : map;
 }
 
 static size_t stack_value_size(u32 kind, u64 nr)
@@ -1059,11 +1077,11 @@ static size_t stack_value_size(u32 kind, u64 nr)
 }
 
 /* A batch of a stack map's entries into the dump: those not written yet kept */
-static int dump_stacks(struct bstack_writer *w, u32 kind, const u64 *ids, const void *values,
+static int dump_stacks(struct bstack_writer *w, u32 map, const u64 *ids, const void *values,
 		       u32 count, size_t value_size)
 {
-	struct bstack_map_dump *d = &w->dump[kind - 1];
-	u32 max = w->b->skel->rodata->max_frames, i;
+	struct bstack_map_dump *d = &w->dump[map - 1];
+	u32 max = w->b->skel->rodata->max_frames, kind = map_kind(map), i;
 	void *p;
 
 	p = realloc(d->ids, (d->nr_ids + count) * sizeof(*d->ids));
@@ -1095,10 +1113,10 @@ static int dump_stacks(struct bstack_writer *w, u32 kind, const u64 *ids, const 
  * delete when forgetting it, and those system calls grew perf's CPU time
  * with the stacks.  A stack added after the read is looked up alone.
  */
-static void dump_stack_map(struct bstack_writer *w, u32 kind)
+static void dump_stack_map(struct bstack_writer *w, u32 m)
 {
-	struct bstack_map_dump *d = &w->dump[kind - 1];
-	struct bpf_map *map = stack_map(w->b->skel, kind);
+	struct bstack_map_dump *d = &w->dump[m - 1];
+	struct bpf_map *map = stack_map(w->b->skel, m);
 	size_t value_size = bpf_map__value_size(map);
 	int fd = bpf_map__fd(map), err = 0;
 	u64 batch, *ids;
@@ -1117,7 +1135,7 @@ static void dump_stack_map(struct bstack_writer *w, u32 kind)
 		int batch_errno = ret ? errno : 0;
 
 		first = false;
-		err = dump_stacks(w, kind, ids, values, count, value_size);
+		err = dump_stacks(w, m, ids, values, count, value_size);
 		if (!err && (batch_errno == ENOENT || (!ret && !count))) {
 			d->complete = true;	/* ENOENT: that was the last batch */
 			break;
@@ -1140,7 +1158,7 @@ static void free_dumps(struct bstack_writer *w)
 	size_t bkt;
 	int i;
 
-	for (i = 0; i < BSTACK_STACK_KINDS; i++) {
+	for (i = 0; i < BSTACK_STACK_MAPS; i++) {
 		if (w->dump[i].stacks) {
 			hashmap__for_each_entry(w->dump[i].stacks, cur, bkt)
 				free(cur->pvalue);
@@ -1150,17 +1168,25 @@ static void free_dumps(struct bstack_writer *w)
 	}
 }
 
-/* A stack of a map into w->value: from the drain's read, or else the map's */
-static int read_stack(struct bstack_writer *w, u32 kind, u64 id)
+/* A stack of map 'map' into w->value: from the drain's read, or else the map's */
+static int read_map_stack(struct bstack_writer *w, u32 map, u64 id)
 {
-	struct hashmap *dumped = w->dump[kind - 1].stacks;
+	struct hashmap *dumped = w->dump[map - 1].stacks;
 	struct bpf_bstack_user_stack *v;
 
 	if (dumped && hashmap__find(dumped, id, &v)) {
-		memcpy(&w->value, v, stack_value_size(kind, v->nr));
+		memcpy(&w->value, v, stack_value_size(map_kind(map), v->nr));
 		return 0;
 	}
-	return bpf_map_lookup_elem(bpf_map__fd(stack_map(w->b->skel, kind)), &id, &w->value);
+	return bpf_map_lookup_elem(bpf_map__fd(stack_map(w->b->skel, map)), &id, &w->value);
+}
+
+/* A stack of a kind into w->value: a user stack is in one of two maps */
+static int read_stack(struct bstack_writer *w, u32 kind, u64 id)
+{
+	if (kind == BPF_BSTACK_STACK_USER && !read_map_stack(w, BSTACK_USER_SHORT, id))
+		return 0;
+	return read_map_stack(w, kind, id);
 }
 
 /* Write a stack the first time a count refers to it: 1 when it did */
@@ -1689,10 +1715,10 @@ static void delete_stacks(int fd, const u64 *ids, size_t nr)
 }
 
 /* Stacks already in perf.data are dropped from the kernel maps between drains */
-static void forget_written_stacks(struct bstack_writer *w, u32 kind)
+static void forget_written_stacks(struct bstack_writer *w, u32 map)
 {
-	struct bstack_map_dump *d = &w->dump[kind - 1];
-	int fd = bpf_map__fd(stack_map(w->b->skel, kind));
+	struct bstack_map_dump *d = &w->dump[map - 1];
+	int fd = bpf_map__fd(stack_map(w->b->skel, map));
 	struct hashmap *written = w->b->written;
 	u64 key, next, *prev = NULL;
 	size_t i, n = 0;
@@ -1814,7 +1840,7 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	struct bstack_writer *w;
 	struct evsel *evsel;
 	int active, err, bytes;
-	u32 kind;
+	u32 map;
 
 	/* perf record failed to open its events: nothing was recorded */
 	if (b->drained_final || !session->evlist)
@@ -1861,8 +1887,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	/* the counters as the counts drained now have them, not the next ones */
 	read_stats(b, &b->last_stats);
 	/* after the switch: the stacks its counts name are all in the maps */
-	for (kind = 1; kind <= BSTACK_STACK_KINDS; kind++)
-		dump_stack_map(w, kind);
+	for (map = 1; map <= BSTACK_STACK_MAPS; map++)
+		dump_stack_map(w, map);
 	err = b->events_written ? 0 : write_events(w);
 	if (!err)
 		err = drain_counts(w, active ? b->skel->maps.bstack_counts1 :
@@ -1886,8 +1912,8 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	if (!err && final)
 		forget_own_progs(b, &session->header.env);
 	if (!err && !final && !b->switching) {
-		for (kind = 1; kind <= BSTACK_STACK_KINDS; kind++)
-			forget_written_stacks(w, kind);
+		for (map = 1; map <= BSTACK_STACK_MAPS; map++)
+			forget_written_stacks(w, map);
 		age_written_stacks(b);
 	}
 	if (b->switching)

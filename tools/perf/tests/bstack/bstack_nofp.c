@@ -6,11 +6,13 @@
  * (.eh_frame) lead from a sample back to main, and every function below
  * is a frame of its own.
  *
- *   bstack_nofp SECONDS [signal]
+ *   bstack_nofp SECONDS [signal | deep]
  *
  * spins in nofp_compare(), a callback called by libc's qsort(), under
  * nofp_sort() and nofp_outer().  With "signal", the same work runs in a
  * SIGALRM handler too, whose stacks go through the kernel's signal frame.
+ * With "deep", under NOFP_DEEP calls of nofp_deep(): stacks of more than
+ * 50 frames.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -60,6 +62,16 @@ void nofp_outer(int *values, double end)
 		nofp_sort(values, NR_VALUES);
 }
 
+#define NOFP_DEEP	48
+
+int nofp_deep(int *values, double end, int depth)
+{
+	if (depth)
+		return nofp_deep(values, end, depth - 1) + 1;
+	nofp_outer(values, end);
+	return 0;
+}
+
 /*
  * Under 1 KiB, glibc's qsort() sorts on the stack, without malloc(),
  * which a signal handler must not call.
@@ -86,6 +98,8 @@ int main(int argc, char **argv)
 		signal(SIGALRM, nofp_handler);
 		setitimer(ITIMER_REAL, &it, NULL);
 	}
+	if (argc > 2 && !strcmp(argv[2], "deep"))
+		return nofp_deep(values, now() + seconds, NOFP_DEEP) != NOFP_DEEP;
 	nofp_outer(values, now() + seconds);
 	return 0;
 }

@@ -47,6 +47,22 @@ test_whole_stacks() {
 # The tables built by one recording are kept in the build-id cache, beside
 # each binary, and read by the next: none is built again, the stacks are
 # as whole.  A damaged table is built again, not used.
+# Stacks deeper than the short stacks' map holds, drained while recorded
+test_deep_stacks() {
+	echo "stacks of more than 50 frames, drained every 200 ms"
+	$perf bstack record -F 499 --interval 200 -o "$tmp/deep.data" -- \
+		"$tmp/bstack_nofp" 2 deep 2> "$tmp/deep.err" ||
+		{ fail "record"; cat "$tmp/deep.err"; return; }
+	grep -q ' 0 user stacks (0 map full)' "$tmp/deep.err" ||
+		fail "user stacks lost: $(grep lost "$tmp/deep.err")"
+	$perf bstack report -i "$tmp/deep.data" --folded > "$tmp/deep.folded" 2> /dev/null
+	deep='^bstack_nofp;.*;main;(nofp_deep;){49}nofp_outer;nofp_sort;[^;]*qsort[^;]*;'
+	pct=$(bstack_folded_share "$tmp/deep.folded" 'nofp_compare [0-9]+$' \
+		"$deep(.*;)?nofp_compare [0-9]+\$")
+	echo "  $pct% of nofp_compare's samples through the 49 nofp_deep frames to main"
+	[ "$pct" -ge 90 ] || fail "only $pct% of the deep stacks whole"
+}
+
 test_tables_cached() {
 	echo "unwind tables are kept in the build-id cache and read from there"
 	table=$(find "$tmp/cache" -path '*bstack_nofp/*/bstack-cfi')
@@ -187,6 +203,7 @@ test_debian_openssl() {
 }
 
 test_whole_stacks
+test_deep_stacks
 test_tables_cached
 test_short_command
 test_exec_churn

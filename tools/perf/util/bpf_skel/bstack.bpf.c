@@ -31,6 +31,15 @@ struct {
 	__uint(max_entries, 1);
 } bstack_user_stacks SEC(".maps");
 
+/* the user stacks of up to short_frames frames, resized from user space */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct bpf_bstack_user_stack);
+	__uint(max_entries, 1);
+} bstack_user_short_stacks SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -248,6 +257,7 @@ const volatile int user_stack = 1;
 const volatile int kern_stack = 1;
 const volatile int user_build_id = 1;
 const volatile __u32 max_frames = BPF_BSTACK_MAX_STACK;
+const volatile __u32 short_frames = BPF_BSTACK_SHORT_STACK;
 const volatile __u32 offcpu_event;
 const volatile int kern_build_id = 1;
 const volatile int cfi;		/* unwind with the tables where a process has them */
@@ -425,8 +435,8 @@ static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 static __always_inline __u64 store_frames(struct bpf_bstack_user_stack *buf, __u32 nr,
 					  struct bpf_bstack_stats *stats, bool user)
 {
-	void *map = user ? (void *)&bstack_user_stacks : (void *)&bstack_kern_bid_stacks;
 	__u64 h = 0xcbf29ce484222325ULL, ip_frames = 0;
+	void *map;
 	__u32 i;
 
 	for (i = 0; i < BPF_BSTACK_MAX_STACK; i++) {
@@ -450,6 +460,13 @@ static __always_inline __u64 store_frames(struct bpf_bstack_user_stack *buf, __u
 		stat_inc(stats, BPF_BSTACK_STAT_USER_IP_FRAMES, ip_frames);
 	}
 	buf->nr = nr;
+	/* the hash covers nr: a stack is always looked for in the same map */
+	if (!user)
+		map = &bstack_kern_bid_stacks;
+	else if (nr <= short_frames)
+		map = &bstack_user_short_stacks;
+	else
+		map = &bstack_user_stacks;
 	return store_stack(map, h, buf, stats,
 			   user ? BPF_BSTACK_STAT_USER_FULL : BPF_BSTACK_STAT_KERN_FULL,
 			   user ? BPF_BSTACK_STAT_USER_UNSTORED : BPF_BSTACK_STAT_KERN_UNSTORED);
