@@ -727,7 +727,10 @@ static __always_inline bool frame_rule(struct cfi_walk *w, struct bpf_bstack_cfi
 	struct bpf_bstack_cfi_row *row;
 	struct cfi_memo_entry *e;
 
-	e = off >> 32 ? NULL : cfi_memo_slot(key);
+	/* rows hold 32-bit offsets: there is no rule past 4 GiB of a file */
+	if (off >> 32)
+		return false;
+	e = cfi_memo_slot(key);
 	if (e) {
 		bits = e->row;
 		if ((e->check ^ bits) == key) {
