@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """What a sample costs in BPF: on_sample's ns a run by kernel bpf_stats.
 
-  python3 bench/walk_cost.py [--perf PATH]... [--repeats N] [--files N] [--write]
+  python3 bench/walk_cost.py [--perf [LABEL=]PATH]... [--repeats N] [--files N] [--write]
 
 perf bstack record -a -F 499 of a parallel compile (make -j2 of generated C
 files with gcc -O2: cc1's deep stacks, new processes all along) and of
@@ -96,7 +96,8 @@ def run_once(perf, argv, comm, tmp, system_wide=True):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--perf", action="append", help="perf binaries to compare (default ./perf)")
+    ap.add_argument("--perf", action="append",
+                    help="perf binaries to compare, as [LABEL=]PATH (default ./perf)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--files", type=int, default=40)
     ap.add_argument("--only", choices=("compile", "cpu"))
@@ -106,7 +107,7 @@ def main():
     opts = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("walk_cost: needs root")
-    perfs = opts.perf or [PERF]
+    perfs = [p.split("=", 1) if "=" in p else (p, p) for p in opts.perf or [PERF]]
     build_workloads()
     tmp = tempfile.mkdtemp(prefix="perf-bstack-walk.")
     runs = {}
@@ -115,23 +116,26 @@ def main():
             if opts.only and name != opts.only:
                 continue
             for rep in range(opts.repeats):
-                for perf in perfs:
+                for label, perf in perfs:
                     ns, cnt, whole = run_once(perf, argv, comm, tmp,
                                               not opts.no_system_wide)
-                    runs.setdefault((name, perf), []).append((ns, cnt, whole))
-                    print("%-8s %-40s %6d ns a run  %6d runs  %5.1f %% of %s whole" %
-                          (name, perf, ns, cnt, whole, comm), flush=True)
+                    runs.setdefault((name, label), []).append((ns, cnt, whole))
+                    print("%-8s %-30s %6d ns a run  %6d runs  %5.1f %% of %s whole" %
+                          (name, label, ns, cnt, whole, comm), flush=True)
     if opts.write:
         lines = ["## Walk cost", "",
                  "`python3 bench/walk_cost.py --repeats %d --files %d`: on_sample's ns a run "
-                 "(kernel bpf_stats) under `perf bstack record -a -F 499`, of `make -j2` over "
-                 "%d generated C files with gcc -O2 (the share: cc1's samples whose user "
-                 "stack is whole) and of bench's cpu workload (bench_work's)." %
-                 (opts.repeats, opts.files, opts.files), "",
-                 "| workload | ns a run (each run) | median | whole |", "|---|---|---|---|"]
-        for (name, perf), vals in runs.items():
-            lines.append("| %s | %s | %d | %s |" % (
-                name, ", ".join("{:,}".format(v[0]) for v in vals),
+                 "(kernel bpf_stats) under `perf bstack record %s-F 499`, of `make -j2` over "
+                 "%d generated C files with gcc -O2 (whole: the share of cc1's samples whose "
+                 "user stack reaches its first frames) and of bench's cpu workload "
+                 "(bench_work's); the perf builds' runs alternate." %
+                 (opts.repeats, opts.files, "" if opts.no_system_wide else "-a ", opts.files),
+                 "",
+                 "| workload | perf | ns a run (each run) | median | whole |",
+                 "|---|---|---|---|---|"]
+        for (name, label), vals in runs.items():
+            lines.append("| %s | %s | %s | %d | %s |" % (
+                name, label, ", ".join("{:,}".format(v[0]) for v in vals),
                 statistics.median(v[0] for v in vals),
                 ", ".join("%.1f %%" % v[2] for v in vals)))
         write_section(os.path.join(TOP, "bench", "RESULTS.md"), "## Walk cost",
