@@ -88,6 +88,25 @@ def write_section(path, title, text, before="## Stress"):
     print("bench: wrote %s" % path)
 
 
+# a user stack is whole when it reaches the first frames of its process or thread
+WHOLE_ROOTS = re.compile(r";(__libc_start_call_main|start_thread|clone3|_start);")
+
+
+def whole_by_comm(path):
+    """{comm: (samples whose user stack is whole, samples)} of a perf bstack recording"""
+    r = subprocess.run([PERF, "bstack", "report", "-i", path, "--folded"],
+                       capture_output=True, text=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        comm = stack.split(";", 1)[0]
+        ok, tot = out.get(comm, (0, 0))
+        out[comm] = (ok + (int(n) if WHOLE_ROOTS.search(stack + ";") else 0), tot + int(n))
+    return out
+
+
 def build_workloads():
     os.makedirs(BUILD, exist_ok=True)
     r = sh(["make", "-s", "-C", os.path.join(TOP, "bench", "workloads"), "OUT=" + BUILD])

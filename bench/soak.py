@@ -29,13 +29,12 @@ import sys
 import tempfile
 import time
 
-from run import BUILD, PERF, TOP, bpf_stats_enabled, write_section
+from run import BUILD, PERF, TOP, bpf_stats_enabled, whole_by_comm, write_section
 from stress import bpf_maps_kb, rss_kb
 
 # the comms of the churn, and the frames their stacks start from
 COMMS = ("cc1", "gcc", "as", "ld", "collect2", "clang", "clang-14", "make", "sh",
          "python3", "perl", "ruby", "node", "soak_prog")
-ROOTS = re.compile(r";(__libc_start_call_main|start_thread|clone3|_start);")
 PERF_EVENT_PROG = "7"		# BPF_PROG_TYPE_PERF_EVENT: on_sample
 GROWTH = 1.2
 SLACK_KB = 4096
@@ -124,18 +123,8 @@ def bpf_sample_prog(pid):
 
 def whole_share(path):
     """Share of the churn's samples whose user stack reaches its first frames"""
-    r = subprocess.run([PERF, "bstack", "report", "-i", path, "--folded"],
-                       capture_output=True, text=True)
-    tot = ok = 0
-    for line in r.stdout.splitlines():
-        stack, _, n = line.rpartition(" ")
-        comm = stack.split(";", 1)[0]
-        if comm not in COMMS or not n.isdigit():
-            continue
-        tot += int(n)
-        if ROOTS.search(stack + ";"):
-            ok += int(n)
-    return ok, tot
+    counts = [v for comm, v in whole_by_comm(path).items() if comm in COMMS]
+    return sum(ok for ok, _ in counts), sum(tot for _, tot in counts)
 
 
 def tables_of(path):

@@ -22,9 +22,8 @@ import sys
 import tempfile
 import time
 
-from run import PERF, TOP, write_section
+from run import PERF, TOP, whole_by_comm, write_section
 
-ROOTS = re.compile(r";(__libc_start_call_main|start_thread|clone3|_start);")
 TARGET = 90.0
 
 
@@ -63,21 +62,6 @@ def programs(tmp, seconds):
     return runs
 
 
-def shares(path):
-    """{comm: (whole, samples)} of a recording"""
-    r = subprocess.run([PERF, "bstack", "report", "-i", path, "--folded"],
-                       capture_output=True, text=True)
-    out = {}
-    for line in r.stdout.splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not n.isdigit():
-            continue
-        comm = stack.split(";", 1)[0]
-        ok, tot = out.get(comm, (0, 0))
-        out[comm] = (ok + (int(n) if ROOTS.search(stack + ";") else 0), tot + int(n))
-    return out
-
-
 def tables_line(path):
     r = subprocess.run([PERF, "bstack", "report", "-i", path, "--stdio", "--header-only"],
                        capture_output=True, text=True)
@@ -108,7 +92,7 @@ def main():
     if rec.returncode not in (0, -signal.SIGINT, 130):
         sys.exit("tables_seq: perf bstack record failed: " + err[-500:])
 
-    got = shares(data)
+    got = whole_by_comm(data)
     rows, ok_all = [], True
     for name, _ in runs:
         ok, tot = got.get(name, (0, 0))

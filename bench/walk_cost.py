@@ -21,9 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-from run import BUILD, PERF, TOP, bpf_stats_enabled, build_workloads, write_section
-
-ROOTS = re.compile(r";(__libc_start_call_main|start_thread|clone3|_start);")
+from run import (BUILD, PERF, TOP, bpf_stats_enabled, build_workloads, whole_by_comm,
+                 write_section)
 
 FUNC = """
 int f%(i)d_%(j)d(int *a, int n)
@@ -66,15 +65,7 @@ def workloads(tmp, files):
 
 
 def whole_share(data, comm):
-    r = subprocess.run([PERF, "bstack", "report", "-i", data, "--folded"],
-                       capture_output=True, text=True)
-    ok = tot = 0
-    for line in r.stdout.splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not n.isdigit() or stack.split(";", 1)[0] != comm:
-            continue
-        tot += int(n)
-        ok += int(n) if ROOTS.search(stack + ";") else 0
+    ok, tot = whole_by_comm(data).get(comm, (0, 0))
     return 100.0 * ok / tot if tot else 0.0
 
 
