@@ -1168,25 +1168,35 @@ static void free_dumps(struct bstack_writer *w)
 	}
 }
 
-/* A stack of map 'map' into w->value: from the drain's read, or else the map's */
-static int read_map_stack(struct bstack_writer *w, u32 map, u64 id)
+/* A stack of map 'map' into w->value, if the drain's read of the map has it */
+static bool read_dumped_stack(struct bstack_writer *w, u32 map, u64 id)
 {
 	struct hashmap *dumped = w->dump[map - 1].stacks;
 	struct bpf_bstack_user_stack *v;
 
-	if (dumped && hashmap__find(dumped, id, &v)) {
-		memcpy(&w->value, v, stack_value_size(map_kind(map), v->nr));
-		return 0;
-	}
-	return bpf_map_lookup_elem(bpf_map__fd(stack_map(w->b->skel, map)), &id, &w->value);
+	if (!dumped || !hashmap__find(dumped, id, &v))
+		return false;
+	memcpy(&w->value, v, stack_value_size(map_kind(map), v->nr));
+	return true;
 }
 
-/* A stack of a kind into w->value: a user stack is in one of two maps */
+/*
+ * A stack of a kind into w->value: from the drain's read, or else the
+ * map's.  A user stack is in one of two maps: both reads are looked in
+ * before either map, so that a deep stack costs no failed lookup.
+ */
 static int read_stack(struct bstack_writer *w, u32 kind, u64 id)
 {
-	if (kind == BPF_BSTACK_STACK_USER && !read_map_stack(w, BSTACK_USER_SHORT, id))
+	struct bstack_bpf *skel = w->b->skel;
+	bool user = kind == BPF_BSTACK_STACK_USER;
+
+	if ((user && read_dumped_stack(w, BSTACK_USER_SHORT, id)) ||
+	    read_dumped_stack(w, kind, id))
 		return 0;
-	return read_map_stack(w, kind, id);
+	if (user && !bpf_map_lookup_elem(bpf_map__fd(stack_map(skel, BSTACK_USER_SHORT)),
+					 &id, &w->value))
+		return 0;
+	return bpf_map_lookup_elem(bpf_map__fd(stack_map(skel, kind)), &id, &w->value);
 }
 
 /* Write a stack the first time a count refers to it: 1 when it did */

@@ -127,16 +127,16 @@ struct bpf_bstack_offcpu {
 };
 
 /*
- * Values of the stack maps; the maps are sized to --max-stack frames.
- * The frames past nr are left over from earlier stacks.
- */
-/*
  * User stacks of up to this many frames are kept in a map of their own,
  * whose values are a quarter of the size: most stacks are that short, and
  * a new one is copied whole into a new entry.
  */
 #define BPF_BSTACK_SHORT_STACK	32
 
+/*
+ * Values of the stack maps; the maps are sized to --max-stack frames.
+ * The frames past nr are left over from earlier stacks.
+ */
 struct bpf_bstack_user_stack {
 	__u64 nr;
 	struct bpf_stack_build_id frame[BPF_BSTACK_MAX_STACK];
