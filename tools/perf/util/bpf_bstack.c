@@ -604,7 +604,7 @@ static int config_cfi(struct bpf_bstack *b)
 	bpf_program__set_autoload(b->skel->progs.on_dl_change, cfi);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_rows, cfi ? o->cfi_rows : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_files, cfi ? 4096 : 1);
-	/* most pages of code hold hundreds of rows: this many pages is plenty */
+	/* a 4 KiB page of code holds tens of rows or more: this many pages is plenty */
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_pages,
 				 cfi ? max(o->cfi_rows / 8, 65536) : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_file_ids, cfi ? 4096 : 1);

@@ -204,13 +204,14 @@ struct bpf_bstack_cfi_row {
 };
 
 /*
- * The rows of a file's table are found by the 64 KiB page of the file that
+ * The rows of a file's table are found by the 4 KiB page of the file that
  * holds an offset: a page's rows lie together, the row that covers the
  * page's start first, but the pages of a file lie anywhere in the rows, so
  * that tables come and go without the rows breaking into pieces too small
- * for the next one.  A page has 2^16 + 1 rows at the most.
+ * for the next one.  A page has 2^12 + 1 rows at the most, a hundred or so
+ * in most code: the walk's search of them reads a few cache lines.
  */
-#define BPF_BSTACK_CFI_PAGE_SHIFT	16
+#define BPF_BSTACK_CFI_PAGE_SHIFT	12
 
 struct bpf_bstack_cfi_page {
 	__u32 first;			/* rows [first, first + nr) of bstack_cfi_rows */
