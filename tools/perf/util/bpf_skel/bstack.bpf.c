@@ -22,12 +22,15 @@
 #define TASK_INTERRUPTIBLE	0x0001
 #define TASK_UNINTERRUPTIBLE	0x0002
 
-/* resized from user space before load */
+/*
+ * The stack maps are resized from user space before load (--max-stack):
+ * given by size, not by BTF type, whose size would no longer match.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct bpf_bstack_user_stack);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct bpf_bstack_user_stack));
 	__uint(max_entries, 1);
 } bstack_user_stacks SEC(".maps");
 
@@ -35,16 +38,16 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct bpf_bstack_user_stack);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct bpf_bstack_user_stack));
 	__uint(max_entries, 1);
 } bstack_user_short_stacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct bpf_bstack_kern_stack);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct bpf_bstack_kern_stack));
 	__uint(max_entries, 1);
 } bstack_kern_stacks SEC(".maps");
 
@@ -52,8 +55,8 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct bpf_bstack_user_stack);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct bpf_bstack_user_stack));
 	__uint(max_entries, 1);
 } bstack_kern_bid_stacks SEC(".maps");
 
@@ -61,8 +64,8 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct bpf_bstack_kern_stack);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct bpf_bstack_kern_stack));
 	__uint(max_entries, 1);
 } bstack_user_ip_stacks SEC(".maps");
 
