@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """What a sample costs in BPF: on_sample's ns a run by kernel bpf_stats.
 
-  python3 bench/walk_cost.py [--perf [LABEL=]PATH]... [--repeats N] [--files N] [--write]
+  python3 bench/walk_cost.py [--perf [LABEL=]PATH]... [--repeats N] [--files N] [--parts]
+                             [--write]
 
 perf bstack record -a -F 499 of a parallel compile (make -j2 of generated C
 files with gcc -O2: cc1's deep stacks, new processes all along) and of
@@ -10,8 +11,9 @@ bench's cpu workload.  Given several perf binaries (--perf, e.g. two builds
 of the tree), their runs alternate, so that the machine's noise falls on
 each alike.  Per run: on_sample's ns a run and the share of cc1's (or
 bench_work's) samples whose user stack reaches the process's first frames.
-With --write the figures go into the "## Walk cost" section of
-bench/RESULTS.md.
+With --parts, the recordings time each part of a sample (--walk-cost: the
+clock reads add a few hundred ns) and the table says where the ns go.  With
+--write the figures go into the "## Walk cost" section of bench/RESULTS.md.
 """
 import argparse
 import os
@@ -69,12 +71,28 @@ def whole_share(data, comm):
     return 100.0 * ok / tot if tot else 0.0
 
 
-def run_once(perf, argv, comm, tmp, system_wide=True):
+PARTS_RE = re.compile(r"ns per sample by part: (.*); ([\d.]+) user frames a sample")
+
+
+def parse_parts(err):
+    """{part: ns a sample} and user frames a sample, of perf bstack record --walk-cost"""
+    m = PARTS_RE.search(err)
+    if not m:
+        return {}, 0.0
+    parts = {}
+    for item in m.group(1).split(", "):
+        name, ns = item.rsplit(" ", 1)
+        parts[name] = int(ns)
+    return parts, float(m.group(2))
+
+
+def run_once(perf, argv, comm, tmp, system_wide=True, parts=False):
     data = os.path.join(tmp, "walk.data")
     for f in os.listdir(tmp):
         if f.endswith(".o"):
             os.unlink(os.path.join(tmp, f))
     rec = [perf, "bstack", "record"] + (["-a"] if system_wide else []) + ["-F", "499"]
+    rec += ["--walk-cost"] if parts else []
     r = subprocess.run(rec + ["-o", data, "--"] + argv,
                        capture_output=True, text=True)
     if r.returncode:
@@ -82,7 +100,26 @@ def run_once(perf, argv, comm, tmp, system_wide=True):
     m = re.search(r"BPF program on_sample ran (\d+) times, (\d+) ns per run", r.stderr)
     if not m:
         sys.exit("walk_cost: no BPF figures from %s:\n%s" % (perf, r.stderr[-2000:]))
-    return int(m.group(2)), int(m.group(1)), whole_share(data, comm)
+    return (int(m.group(2)), int(m.group(1)), whole_share(data, comm)) + parse_parts(r.stderr)
+
+
+def parts_table(runs):
+    """Markdown lines: the median ns of each part of a sample, per workload and perf"""
+    names = []
+    for vals in runs.values():
+        for v in vals:
+            names += [n for n in v[3] if n not in names]
+    lines = ["", "Where a sample's ns go (`--parts`: perf bstack record --walk-cost, "
+             "medians of the runs; the clock reads are in the parts):", "",
+             "| workload | perf | " + " | ".join(names) + " | user frames | walk a frame |",
+             "|---|---|" + "---|" * (len(names) + 2)]
+    for (name, label), vals in runs.items():
+        med = {n: statistics.median(v[3].get(n, 0) for v in vals) for n in names}
+        frames = statistics.median(v[4] for v in vals)
+        lines.append("| %s | %s | %s | %.1f | %d |" % (
+            name, label, " | ".join("{:,}".format(int(med[n])) for n in names), frames,
+            med.get("walk", 0) / frames if frames else 0))
+    return lines
 
 
 def main():
@@ -92,6 +129,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--files", type=int, default=40)
     ap.add_argument("--only", choices=("compile", "cpu"))
+    ap.add_argument("--parts", action="store_true",
+                    help="time each part of a sample, and say where the ns go")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--no-system-wide", action="store_true",
                     help="the workload's processes only: other work on the machine unsampled")
@@ -108,11 +147,15 @@ def main():
                 continue
             for rep in range(opts.repeats):
                 for label, perf in perfs:
-                    ns, cnt, whole = run_once(perf, argv, comm, tmp,
-                                              not opts.no_system_wide)
-                    runs.setdefault((name, label), []).append((ns, cnt, whole))
+                    run = run_once(perf, argv, comm, tmp, not opts.no_system_wide,
+                                   opts.parts)
+                    runs.setdefault((name, label), []).append(run)
                     print("%-8s %-30s %6d ns a run  %6d runs  %5.1f %% of %s whole" %
-                          (name, label, ns, cnt, whole, comm), flush=True)
+                          (name, label, run[0], run[1], run[2], comm), flush=True)
+                    if run[3]:
+                        print("         parts: %s; %.1f user frames" % (
+                            ", ".join("%s %d" % kv for kv in run[3].items()), run[4]),
+                            flush=True)
     if opts.write:
         lines = ["## Walk cost", "",
                  "`python3 bench/walk_cost.py --repeats %d --files %d`: on_sample's ns a run "
@@ -129,6 +172,8 @@ def main():
                 name, label, ", ".join("{:,}".format(v[0]) for v in vals),
                 statistics.median(v[0] for v in vals),
                 ", ".join("%.1f %%" % v[2] for v in vals)))
+        if opts.parts:
+            lines += parts_table(runs)
         write_section(os.path.join(TOP, "bench", "RESULTS.md"), "## Walk cost",
                       "\n".join(lines) + "\n\n")
 

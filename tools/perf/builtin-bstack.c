@@ -1129,7 +1129,7 @@ int cmd_bstack(int argc, const char **argv)
 			 "user stacks as raw IPs, no build-ids: the cost floor for benchmarks",
 			 PARSE_OPT_HIDDEN),
 	OPT_BOOLEAN_FLAG(0, "walk-cost", &rec_args.opts.walk_cost,
-			 "with --no-cfi, time the kernel's walk of each user stack as IPs and with build-ids",
+			 "time each part of a sample; with --no-cfi, the kernel's walks of user stacks as IPs and with build-ids",
 			 PARSE_OPT_HIDDEN),
 	OPT_BOOLEAN('N', "no-buildid-cache", &rec_args.no_buildid_cache,
 		    "do not copy the binaries into the build-id cache"),

@@ -659,8 +659,8 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 		pr_err("map sizes must be positive\n");
 		return -EINVAL;
 	}
-	if (o->walk_cost && (!o->no_cfi || o->ip_stacks || o->kernel_only)) {
-		pr_err("--walk-cost times the kernel's walks of user stacks: give it with --no-cfi, without --ip-stacks or --kernel-stack-only\n");
+	if (o->walk_cost && (o->ip_stacks || o->kernel_only)) {
+		pr_err("--walk-cost times the walks of user stacks: not with --ip-stacks or --kernel-stack-only\n");
 		return -EINVAL;
 	}
 	err = set_max_stack(b);
@@ -1948,6 +1948,28 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
  * reads, are what they would have cost with that walk alone, on the same
  * samples.
  */
+/* --walk-cost with the unwind tables: where the time of a sample went */
+static void print_part_cost(struct bpf_bstack *b, u64 taken)
+{
+	static const char * const names[BPF_BSTACK_PARTS] = {
+		[BPF_BSTACK_PART_TASK]		= "task and filter",
+		[BPF_BSTACK_PART_MAPPINGS]	= "mappings",
+		[BPF_BSTACK_PART_WALK]		= "walk",
+		[BPF_BSTACK_PART_USER_STORE]	= "user stack's store",
+		[BPF_BSTACK_PART_KERNEL]	= "kernel stack",
+		[BPF_BSTACK_PART_COUNT]		= "count",
+	};
+	const __u64 *ns = b->skel->bss->part_ns;
+	u64 frames = b->last_stats.stat[BPF_BSTACK_STAT_USER_FRAMES];
+	int i;
+
+	fprintf(stderr, "[ perf bstack: ns per sample by part:");
+	for (i = 0; i < BPF_BSTACK_PARTS; i++)
+		fprintf(stderr, "%s %s %" PRIu64, i ? "," : "", names[i], (u64)ns[i] / taken);
+	fprintf(stderr, "; %.1f user frames a sample, the walk %" PRIu64 " ns a frame ]\n",
+		(double)frames / taken, frames ? (u64)ns[BPF_BSTACK_PART_WALK] / frames : 0);
+}
+
 static void print_walk_cost(struct bpf_bstack *b, u64 stack_progs_ns, u64 taken)
 {
 	const __u64 *ns = b->skel->bss->walk_cost_ns;
@@ -1956,6 +1978,10 @@ static void print_walk_cost(struct bpf_bstack *b, u64 stack_progs_ns, u64 taken)
 
 	if (!b->opts.walk_cost)
 		return;
+	if (b->cfi) {
+		print_part_cost(b, taken);
+		return;
+	}
 	/* each walk's time holds a clock read too */
 	ip -= min(ip, clock);
 	bid -= min(bid, clock);

@@ -183,12 +183,31 @@ test_walk_cost() {
 	$perf bstack report -i "$tmp/walk.data" --folded 2> /dev/null |
 		grep -q ";main;bstack_work_middle;bstack_work_leaf" ||
 		fail "no stacks through main in the recording"
-	if $perf bstack record --walk-cost -o "$tmp/walk-cfi.data" -- true \
-		2> "$tmp/walk-cfi.err"; then
-		fail "--walk-cost without --no-cfi accepted"
+	echo "--walk-cost with the unwind tables times each part of a sample"
+	$perf bstack record -F 999 --walk-cost -o "$tmp/walk-cfi.data" -- \
+		"$work" 1 "$child" "$lib" 2> "$tmp/walk-cfi.err" ||
+		{ fail "record --walk-cost: $(tail -n 1 "$tmp/walk-cfi.err")"; return; }
+	line=$(grep 'ns per sample by part: ' "$tmp/walk-cfi.err") ||
+		{ fail "no parts of a sample: $(tail -n 1 "$tmp/walk-cfi.err")"; return; }
+	# the parts take some of the time of the program that holds them
+	total=$(sed -n 's/.*on_sample ran .* \([0-9]*\) ns per sample taken.*/\1/p' \
+		"$tmp/walk-cfi.err")
+	echo "$line" | awk -v total="${total:-0}" '{
+		s = $0; sub(/.*by part: /, "", s); sub(/;.*/, "", s)
+		n = split(s, part, ", ")
+		for (i = 1; i <= n; i++) {
+			k = split(part[i], w, " "); sum += w[k]
+			if (w[1] == "walk") walk = w[k]
+		}
+		frames = $0; sub(/.*; /, "", frames); sub(/ user frames.*/, "", frames)
+		exit !(n == 6 && walk > 0 && frames >= 3 && sum <= total)
+	}' || fail "parts of a sample (on_sample ${total:-?} ns a sample): $line"
+	if $perf bstack record --walk-cost --ip-stacks -o "$tmp/walk-ip.data" -- true \
+		2> "$tmp/walk-ip.err"; then
+		fail "--walk-cost with --ip-stacks accepted"
 	fi
-	grep -q -- '--walk-cost .*--no-cfi' "$tmp/walk-cfi.err" ||
-		fail "--walk-cost without --no-cfi: $(cat "$tmp/walk-cfi.err")"
+	grep -q -- '--walk-cost .*--ip-stacks' "$tmp/walk-ip.err" ||
+		fail "--walk-cost with --ip-stacks: $(cat "$tmp/walk-ip.err")"
 }
 
 test_full_maps() {

@@ -265,11 +265,17 @@ const volatile __u32 offcpu_event;
 const volatile int kern_build_id = 1;
 const volatile int cfi;		/* unwind with the tables where a process has them */
 /*
- * --walk-cost: the kernel walks each user stack twice, as IPs and with
- * build-ids, and both walks are timed: the two compared on the same samples
+ * --walk-cost: with --no-cfi, the kernel walks each user stack twice, as
+ * IPs and with build-ids, and both walks are timed: the two compared on
+ * the same samples.  With the unwind tables, the parts of each hit are.
  */
 const volatile int walk_cost;
 __u64 walk_cost_ns[BPF_BSTACK_WALKS];
+/*
+ * --walk-cost with the unwind tables: the ns of each part of the hits,
+ * from one clock read to the next (the reads are in the parts)
+ */
+__u64 part_ns[BPF_BSTACK_PARTS];
 /* set at the first -EINVAL: this kernel has no BPF_F_KERNEL_BUILD_ID */
 int kern_build_id_failed;
 
@@ -332,6 +338,35 @@ static __always_inline long timed_get_stack(void *ctx, void *frames, __u32 frame
 	if (walk >= 0 && walk < BPF_BSTACK_WALKS)
 		__sync_fetch_and_add(&walk_cost_ns[walk], bpf_ktime_get_ns() - start);
 	return len;
+}
+
+/* --walk-cost without the tables: the kernel's walks, timed */
+static __always_inline bool time_walks(void)
+{
+	return walk_cost && !cfi;
+}
+
+/* --walk-cost with the tables: the parts of a hit, timed */
+static __always_inline bool time_parts(void)
+{
+	return walk_cost && cfi;
+}
+
+static __always_inline __u64 part_start(void)
+{
+	return time_parts() ? bpf_ktime_get_ns() : 0;
+}
+
+/* The time since *since to part, and the part after it starts now (no since: untimed) */
+static __always_inline void part_done(__u64 *since, int part)
+{
+	__u64 now;
+
+	if (!time_parts() || !since)
+		return;
+	now = bpf_ktime_get_ns();
+	__sync_fetch_and_add(&part_ns[part], now - *since);
+	*since = now;
 }
 
 static __always_inline void stat_inc(struct bpf_bstack_stats *stats, int idx, __u64 n)
@@ -489,7 +524,7 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	if (!buf)
 		return 0;
 
-	if (user && walk_cost)
+	if (user && time_walks())
 		len = timed_get_stack(ctx, buf->frame, sizeof(buf->frame[0]), flags,
 				      BPF_BSTACK_WALK_BUILD_ID);
 	else
@@ -1091,7 +1126,8 @@ static __always_inline void ask_mappings(__u32 tgid)
  * The user stack walked with the unwind tables into *hash (0: none), or
  * false when the process has no tables yet: then the kernel walks it.
  */
-static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u64 *hash)
+static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u64 *hash,
+					    __u64 *since)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs___bstack *regs;
@@ -1149,6 +1185,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->max = max_depth();
 	w->nr = 0;
 	w->end = 0;
+	part_done(since, BPF_BSTACK_PART_MAPPINGS);
 	/*
 	 * An open-coded loop, not bpf_loop(): the process's mappings, found
 	 * once, stay at hand instead of being looked up for every frame
@@ -1160,6 +1197,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	}
 	if (!w->end)
 		w->end = BPF_BSTACK_STAT_CFI_DEPTH;
+	part_done(since, BPF_BSTACK_PART_WALK);
 	if (w->end == BPF_BSTACK_STAT_CFI_NO_MAP) {
 		/* new code (dlopen, JIT): the mappings are out of date, the kernel walks */
 		stat_inc(stats, BPF_BSTACK_STAT_CFI_NO_MAP, 1);
@@ -1169,6 +1207,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
 	stat_inc(stats, w->end, 1);
 	*hash = store_frames(buf, w->nr, stats, true);
+	part_done(since, BPF_BSTACK_PART_USER_STORE);
 	return true;
 }
 
@@ -1313,14 +1352,15 @@ static __always_inline void time_no_walk(void)
  */
 static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 					struct bpf_bstack_stats *stats, __u64 kern_skip,
-					bool syscall_entry)
+					bool syscall_entry, __u64 *since)
 {
 	/* the first walk may find the stack's memory colder: take turns */
-	bool ip_walk_first = walk_cost && stats && (stats->stat[BPF_BSTACK_STAT_SAMPLES] & 1);
+	bool ip_walk_first = time_walks() && stats &&
+			     (stats->stat[BPF_BSTACK_STAT_SAMPLES] & 1);
 
 	if (user_stack && ip_walk_first)
 		time_ip_walk(ctx);
-	if (user_stack && user_build_id && cfi && store_cfi_stack(stats, &key->user_stack))
+	if (user_stack && user_build_id && cfi && store_cfi_stack(stats, &key->user_stack, since))
 		;	/* walked with the tables */
 	else if (user_stack && user_build_id)
 		key->user_stack = store_bid_stack(ctx, stats, true, 0);
@@ -1329,12 +1369,15 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 						 BPF_F_USER_STACK, BPF_BSTACK_STAT_USER_ERR,
 						 BPF_BSTACK_STAT_USER_FULL,
 						 BPF_BSTACK_STAT_USER_UNSTORED);
-	if (user_stack && walk_cost && !ip_walk_first)
+	if (user_stack && time_walks() && !ip_walk_first)
 		time_ip_walk(ctx);
-	if (user_stack && walk_cost)
+	if (user_stack && time_walks())
 		time_no_walk();
-	if (kern_stack && syscall_entry && recall_kern_stack(key, stats))
+	part_done(since, BPF_BSTACK_PART_WALK);
+	if (kern_stack && syscall_entry && recall_kern_stack(key, stats)) {
+		part_done(since, BPF_BSTACK_PART_KERNEL);
 		return;
+	}
 	if (kern_stack && kern_stacks_as_bid())
 		key->kern_stack = store_bid_stack(ctx, stats, false,
 						  kern_skip & BPF_F_SKIP_FIELD_MASK);
@@ -1347,14 +1390,15 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 						 BPF_BSTACK_STAT_KERN_UNSTORED);
 	if (kern_stack && syscall_entry)
 		remember_kern_stack(key);
+	part_done(since, BPF_BSTACK_PART_KERNEL);
 }
 
 /* A hit of the event whose attach cookie is 'cookie' in the current task */
 static __always_inline int take_hit(void *ctx, __u64 cookie)
 {
 	struct bpf_bstack_key key = { .event = (__u32)cookie, };
+	__u64 pid_tgid, since = part_start();
 	struct bpf_bstack_stats *stats;
-	__u64 pid_tgid;
 	__u32 zero = 0;
 
 	if (!enabled || !task_selected())
@@ -1370,8 +1414,10 @@ static __always_inline int take_hit(void *ctx, __u64 cookie)
 	key.tid = (__u32)pid_tgid;
 	key.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
-	take_stacks(ctx, &key, stats, 0, cookie & BPF_BSTACK_COOKIE_SYSCALL_ENTRY);
+	part_done(&since, BPF_BSTACK_PART_TASK);
+	take_stacks(ctx, &key, stats, 0, cookie & BPF_BSTACK_COOKIE_SYSCALL_ENTRY, &since);
 	count_key(&key, stats, 1);
+	part_done(&since, BPF_BSTACK_PART_COUNT);
 	nest_exit();
 	return 0;
 }
@@ -1421,7 +1467,7 @@ static __always_inline void offcpu_start(void *ctx, struct task_struct *prev, __
 		return;
 	}
 	/* the program and bpf_trace_run4() */
-	take_stacks(ctx, &key, stats, 2, false);
+	take_stacks(ctx, &key, stats, 2, false, NULL);
 	oc->user_stack = key.user_stack;
 	oc->kern_stack = key.kern_stack;
 	oc->start_ns = now;

@@ -98,6 +98,17 @@ enum bpf_bstack_walk {
 	BPF_BSTACK_WALKS,
 };
 
+/* Where a hit's time goes, as --walk-cost times it with the unwind tables */
+enum bpf_bstack_part {
+	BPF_BSTACK_PART_TASK,		/* the filter, the hit's task, its stats */
+	BPF_BSTACK_PART_MAPPINGS,	/* the process's mappings, its registers */
+	BPF_BSTACK_PART_WALK,		/* the user stack (the kernel walks it if no tables) */
+	BPF_BSTACK_PART_USER_STORE,	/* the user stack hashed, and stored if new */
+	BPF_BSTACK_PART_KERNEL,		/* the kernel stack, walked and stored */
+	BPF_BSTACK_PART_COUNT,		/* the hit counted */
+	BPF_BSTACK_PARTS,
+};
+
 /*
  * One count per unique {event, pid, tid, cpu, comm, user stack, kernel
  * stack}.  The event is the index user space gave the event as its BPF
