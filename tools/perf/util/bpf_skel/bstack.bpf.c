@@ -600,13 +600,13 @@ static __always_inline __u64 probed_pc(struct task_struct *task, __u64 pc)
 	/* a kernel without uprobes has no utask */
 	if (!bpf_core_field_exists(t->utask))
 		return pc;
-	ut = BPF_CORE_READ(t, utask);
+	ut = t->utask;
 	if (!ut)
 		return pc;
-	xol = BPF_CORE_READ(ut, xol_vaddr);
+	xol = ut->xol_vaddr;
 	if (!xol || pc - xol >= XOL_INSN_MAX)
 		return pc;
-	return BPF_CORE_READ(ut, vaddr) + (pc - xol);
+	return ut->vaddr + (pc - xol);
 }
 
 /* a frame pointer further above sp than a thread's stack is big is no frame pointer */
@@ -1156,8 +1156,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	 * is about to read the new ones, do not ask for them too.  Older than
 	 * the last change, they are of an exec that raced with user space.
 	 */
-	if (!proc || proc->start_stack != BPF_CORE_READ((struct mm_struct___bstack *)task->mm,
-							start_stack)) {
+	if (!proc || proc->start_stack != ((struct mm_struct___bstack *)task->mm)->start_stack) {
 		if (!proc || stale)
 			ask_mappings(tgid);
 		else
@@ -1174,9 +1173,10 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 		return false;
 	regs = (struct pt_regs___bstack *)bpf_task_pt_regs(task);
 	w->tgid = tgid;
-	w->pc = probed_pc(task, BPF_CORE_READ(regs, ip));
-	w->sp = BPF_CORE_READ(regs, sp);
-	w->bp = BPF_CORE_READ(regs, bp);
+	/* loads through the kernel's pointers, not probe reads: cheaper, as safe */
+	w->pc = probed_pc(task, regs->ip);
+	w->sp = regs->sp;
+	w->bp = regs->bp;
 	w->regs = (__u64)regs;
 	w->exact = true;
 	w->guessed = false;
