@@ -42,9 +42,11 @@ perf: tree
 		  echo "error: perf build failed, see build/perf-build.log" >&2; exit 1; }
 	@ln -sfn build/perf/perf perf
 	@echo "  PERF    ./perf -> build/perf/perf"
-	@# perf script's Python scripts where PERF_EXEC_PATH=build/perf finds
-	@# them, as an in-tree build has them beside its objects
-	@mkdir -p $(PERF_OUT)/scripts/python/Perf-Trace-Util
+	@# the share files perf run from build/perf finds beside it (its exec
+	@# path), as an in-tree build has them: perf script's Python scripts,
+	@# perf report's tips
+	@mkdir -p $(PERF_OUT)/scripts/python/Perf-Trace-Util $(PERF_OUT)/Documentation
+	@cp $(BUILD)/linux/tools/perf/Documentation/tips.txt $(PERF_OUT)/Documentation/
 	@cp -r $(BUILD)/linux/tools/perf/scripts/python/bin \
 		$(BUILD)/linux/tools/perf/scripts/python/*.py $(PERF_OUT)/scripts/python/
 	@cp -r $(BUILD)/linux/tools/perf/scripts/python/Perf-Trace-Util/lib \

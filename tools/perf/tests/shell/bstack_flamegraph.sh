@@ -22,9 +22,12 @@ compare=$(bstack_folded_sum "$tmp/p.folded" ";nofp_compare( |;)")
 outer=$(bstack_folded_sum "$tmp/p.folded" ";nofp_outer;")
 [ "$compare" -ge 100 ] || fail "only $compare samples in nofp_compare"
 
-perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" --flamegraph "$tmp/fg.html" \
-	2> "$tmp/fg.err" ||
+# perf finds the page's scripts by itself, installed or in its build directory
+env -u PERF_EXEC_PATH perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" \
+	--flamegraph "$tmp/fg.html" 2> "$tmp/fg.err" ||
 	{ fail "--flamegraph: $(tail -1 "$tmp/fg.err")"; exit 1; }
+env -u PERF_EXEC_PATH perf --buildid-dir "$tmp/cache" bstack report -i "$tmp/p.data" \
+	--stdio 2>&1 | grep -m1 'Cannot load tips.txt' && fail "perf report found no tips"
 grep -qiE '<(script|link|img)[^>]* (src|href)=' "$tmp/fg.html" &&
 	fail "the page loads something from elsewhere"
 
