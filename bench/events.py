@@ -46,18 +46,18 @@ def profilers():
     return {
         "none": (None, "events"),
         "record -g, tracepoint": (["record", "-e", TP, "-g"], "events"),
-        "bstack, tracepoint": (["bstack", "record", "-e", TP], "events"),
+        "bstack, tracepoint": (["bstack", "record", "-v", "-e", TP], "events"),
         "bstack --ip-stacks, tracepoint":
-            (["bstack", "record", "-e", TP, "--ip-stacks"], "events"),
+            (["bstack", "record", "-v", "-e", TP, "--ip-stacks"], "events"),
         "record -g, uprobe": (["record", "-e", PROBE, "-g"], "events"),
-        "bstack, uprobe": (["bstack", "record", "--uprobe", uprobe], "events"),
+        "bstack, uprobe": (["bstack", "record", "-v", "--uprobe", uprobe], "events"),
         "bstack --ip-stacks, uprobe":
-            (["bstack", "record", "--uprobe", uprobe, "--ip-stacks"], "events"),
+            (["bstack", "record", "-v", "--uprobe", uprobe, "--ip-stacks"], "events"),
         "none, 5-byte nop": (None, "events-nop5"),
         "record -g, " + NOP5: (["record", "-e", PROBE_NOP5, "-g"], "events-nop5"),
-        "bstack, " + NOP5: (["bstack", "record", "--uprobe", nop5], "events-nop5"),
+        "bstack, " + NOP5: (["bstack", "record", "-v", "--uprobe", nop5], "events-nop5"),
         "bstack --ip-stacks, " + NOP5:
-            (["bstack", "record", "--uprobe", nop5, "--ip-stacks"], "events-nop5"),
+            (["bstack", "record", "-v", "--uprobe", nop5, "--ip-stacks"], "events-nop5"),
     }
 
 

@@ -174,10 +174,11 @@ PROFILERS = {
     "record dwarf": (["record", "-F", FREQ, "-e", "cpu-clock", "--call-graph", "dwarf"],
                      ["report"] + REPORT),
     "record -g": (["record", "-F", FREQ, "-e", "cpu-clock", "-g"], ["report"] + REPORT),
-    "bstack": (["bstack", "record", "-F", FREQ], ["bstack", "report"] + REPORT),
+    "bstack": (["bstack", "record", "-v", "-F", FREQ], ["bstack", "report"] + REPORT),
     # an empty build-id cache: every unwind table built while recording
-    "bstack, tables built": (["bstack", "record", "-F", FREQ], ["bstack", "report"] + REPORT),
-    "bstack --no-cfi": (["bstack", "record", "-F", FREQ, "--no-cfi"],
+    "bstack, tables built": (["bstack", "record", "-v", "-F", FREQ],
+                             ["bstack", "report"] + REPORT),
+    "bstack --no-cfi": (["bstack", "record", "-v", "-F", FREQ, "--no-cfi"],
                         ["bstack", "report"] + REPORT),
 }
 

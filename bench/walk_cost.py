@@ -91,7 +91,7 @@ def run_once(perf, argv, comm, tmp, system_wide=True, parts=False):
     for f in os.listdir(tmp):
         if f.endswith(".o"):
             os.unlink(os.path.join(tmp, f))
-    rec = [perf, "bstack", "record"] + (["-a"] if system_wide else []) + ["-F", "499"]
+    rec = [perf, "bstack", "record", "-v"] + (["-a"] if system_wide else []) + ["-F", "499"]
     rec += ["--walk-cost"] if parts else []
     r = subprocess.run(rec + ["-o", data, "--"] + argv,
                        capture_output=True, text=True)

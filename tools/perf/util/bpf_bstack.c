@@ -2065,6 +2065,40 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 	bpf_bstack_cfi__summary(b->cfi, stderr);
 }
 
+/* Samples, stacks or hits lost */
+static bool lost_any(struct bpf_bstack *b, const u64 *s)
+{
+	return s[BPF_BSTACK_STAT_COUNTS_FULL] || bpf_bstack__lost_stacks(s, true) ||
+	       bpf_bstack__lost_stacks(s, false) || s[BPF_BSTACK_STAT_RECURSION_MISSES] ||
+	       s[BPF_BSTACK_STAT_NESTED_LOST] || b->nr_missing_stacks || b->nr_jit_failed;
+}
+
+/*
+ * The share of user stacks the tables walked to the bottom, of all user
+ * stacks, below which the summary tells why the others ended early: those
+ * walked by frame pointer before their tables were loaded are whole only
+ * in code built with frame pointers
+ */
+#define BSTACK_WHOLE_ENOUGH	90.0
+
+static double whole_pct(const u64 *s)
+{
+	return bpf_bstack__pct(s[BPF_BSTACK_STAT_CFI_COMPLETE],
+			       s[BPF_BSTACK_STAT_CFI_STACKS] + s[BPF_BSTACK_STAT_FP_STACKS]);
+}
+
+/*
+ * The details of a recording, after its one line: with -v, or when they
+ * tell of trouble, something lost or stacks that ended early
+ */
+static bool summary_details(struct bpf_bstack *b, const u64 *s)
+{
+	if (verbose > 0 || b->opts.walk_cost || lost_any(b, s))
+		return true;
+	return b->cfi && (whole_pct(s) < BSTACK_WHOLE_ENOUGH ||
+			  bpf_bstack_cfi__troubled(b->cfi));
+}
+
 static void print_summary(struct bpf_bstack *b)
 {
 	u64 s[BPF_BSTACK_STAT_MAX];
@@ -2076,10 +2110,17 @@ static void print_summary(struct bpf_bstack *b)
 
 	fprintf(stderr,
 		"[ perf bstack: %" PRIu64 " samples, %" PRIu64 " unique user and %" PRIu64
-		" kernel stacks, %.1f%% of %" PRIu64 " user frames without build-id ]\n",
+		" kernel stacks, %.1f%% of %" PRIu64 " user frames without build-id",
 		s[BPF_BSTACK_STAT_SAMPLES], b->nr_user_stacks, b->nr_kern_stacks,
 		bpf_bstack__pct(s[BPF_BSTACK_STAT_USER_IP_FRAMES], s[BPF_BSTACK_STAT_USER_FRAMES]),
 		s[BPF_BSTACK_STAT_USER_FRAMES]);
+	if (b->cfi)
+		fprintf(stderr, ", %.1f%% of user stacks to the bottom", whole_pct(s));
+	if (!summary_details(b, s)) {
+		fprintf(stderr, ", nothing lost ]\n");
+		return;
+	}
+	fprintf(stderr, " ]\n");
 	bpf_bstack__scnprintf_lost(lost, sizeof(lost), s);
 	fprintf(stderr, "[ perf bstack: %s ]\n", lost);
 	if (b->nr_missing_stacks)

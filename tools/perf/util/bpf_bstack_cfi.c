@@ -1387,6 +1387,13 @@ void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp)
 	fprintf(fp, " ]\n");
 }
 
+/* Tables that found no room, binaries not saved: the summary says it all */
+bool bpf_bstack_cfi__troubled(struct bpf_bstack_cfi *cfi)
+{
+	return cfi->nr_table_full || cfi->nr_too_large || cfi->nr_too_many_maps ||
+	       cfi->nr_save_failed;
+}
+
 /* The tables' counters, for the recording's stats record */
 void bpf_bstack_cfi__stats(struct bpf_bstack_cfi *cfi, __u64 *stat)
 {

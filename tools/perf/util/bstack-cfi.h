@@ -48,6 +48,7 @@ int bpf_bstack_cfi__start(struct bpf_bstack_cfi *cfi);
 int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid);
 void bpf_bstack_cfi__preload(struct bpf_bstack_cfi *cfi, const char *cmd);
 void bpf_bstack_cfi__summary(struct bpf_bstack_cfi *cfi, FILE *fp);
+bool bpf_bstack_cfi__troubled(struct bpf_bstack_cfi *cfi);
 void bpf_bstack_cfi__stats(struct bpf_bstack_cfi *cfi, __u64 *stat);
 void bpf_bstack_cfi__delete(struct bpf_bstack_cfi *cfi);
 #endif

@@ -214,7 +214,7 @@ test_uprobe_storm() {
 test_syscall_entry() {
 	n=20000
 	echo "dd's $n reads and writes each have their user stack and the entry path"
-	perf --buildid-dir "$cache" bstack record -o "$tmp/sys.data" --interval 100 \
+	perf --buildid-dir "$cache" bstack record -v -o "$tmp/sys.data" --interval 100 \
 		-e syscalls:sys_enter_read -e syscalls:sys_enter_write -- \
 		dd if=/dev/zero of=/dev/null bs=1 count=$n > /dev/null 2> "$tmp/sys.err" ||
 		{ fail "record of dd: $(tail -1 "$tmp/sys.err")"; return; }

@@ -40,7 +40,7 @@ function outerJsCaller() {
 console.log(outerJsCaller());
 JS
 
-perf --buildid-dir "$tmp/cache" bstack record -F 499 -o "$tmp/jit.data" -- \
+perf --buildid-dir "$tmp/cache" bstack record -v -F 499 -o "$tmp/jit.data" -- \
 	node --perf-basic-prof "$tmp/hot.js" "$tmp/pid" > /dev/null 2> "$tmp/record.err" ||
 	{ fail "record: $(tail -1 "$tmp/record.err")"; exit 1; }
 node_pid=$(cat "$tmp/pid")

@@ -20,7 +20,7 @@ bstack_start_test "perf bstack kernel frames test"
 cache=$tmp/cache
 
 bstack_build_workload "$tmp" || exit 1
-perf --buildid-dir "$cache" bstack record -o "$tmp/k.data" -e sched:sched_process_fork -- \
+perf --buildid-dir "$cache" bstack record -v -o "$tmp/k.data" -e sched:sched_process_fork -- \
 	"$tmp/bstack_events" 0 3 1 > "$tmp/rec.out" 2>&1 ||
 	{ fail "record: $(tail -1 "$tmp/rec.out")"; exit 1; }
 perf bstack script -i "$tmp/k.data" > "$tmp/script" 2>&1 || fail "script"
@@ -136,7 +136,7 @@ test_late_module() {
 			"(and this kernel cannot unload it)"
 		return
 	fi
-	perf --buildid-dir "$cache" bstack record -F 999 -o "$tmp/late.data" -- \
+	perf --buildid-dir "$cache" bstack record -v -F 999 -o "$tmp/late.data" -- \
 		sh -c "insmod $BSTACK_TESTMOD && echo 500 > /proc/$mod" > "$tmp/lrec.out" 2>&1 ||
 		{ fail "record while loading $mod: $(tail -1 "$tmp/lrec.out")"; return; }
 	perf --buildid-dir "$cache" bstack report -i "$tmp/late.data" --stdio \
@@ -185,7 +185,7 @@ test_module_frames() {
 		fail "cannot load $BSTACK_TESTMOD: $(cat "$tmp/insmod.err")"
 		return
 	fi
-	perf --buildid-dir "$cache" bstack record -F 999 -o "$tmp/m.data" -- \
+	perf --buildid-dir "$cache" bstack record -v -F 999 -o "$tmp/m.data" -- \
 		sh -c "echo 500 > /proc/$mod" > "$tmp/mrec.out" 2>&1 ||
 		{ fail "record of module frames: $(tail -1 "$tmp/mrec.out")"; return; }
 	perf bstack script -i "$tmp/m.data" > "$tmp/mscript" 2>&1 || fail "script of module frames"

@@ -62,7 +62,7 @@ test_python() {
 	py=$1
 	name=$(basename "$py")-$2
 	echo "$py -X $2: outer -> middle -> leaf_work, whole, after $3 is gone"
-	perf --buildid-dir "$tmp/cache" bstack record -F 499 -o "$tmp/$name.data" -- \
+	perf --buildid-dir "$tmp/cache" bstack record -v -F 499 -o "$tmp/$name.data" -- \
 		"$py" -X "$2" "$tmp/three.py" "$tmp/pid" > /dev/null 2> "$tmp/$name.err" ||
 		{ fail "record: $(tail -1 "$tmp/$name.err")"; return; }
 	pid=$(cat "$tmp/pid")

@@ -71,7 +71,7 @@ test_interval_aging() {
 
 test_no_mmap_tracking() {
 	echo "--no-mmap-tracking records no side-band and harvests live processes"
-	$perf bstack record --no-mmap-tracking --interval 500 -o "$tmp/nomm.data" -- \
+	$perf bstack record -v --no-mmap-tracking --interval 500 -o "$tmp/nomm.data" -- \
 		"$work" 2 "$child" "$lib" 2> "$tmp/nomm.err" || { fail "record"; return; }
 	# only the maps of the kernel and its modules (pid -1: a kernel with
 	# bstack_testmod loaded has one more), and the workload's comm from
@@ -229,7 +229,7 @@ test_full_maps() {
 
 test_drain_before_full() {
 	echo "maps half filled since the last drain are drained: no sample lost"
-	$perf bstack record -F 999 --count-entries 64 -o "$tmp/fill.data" -- \
+	$perf bstack record -v -F 999 --count-entries 64 -o "$tmp/fill.data" -- \
 		"$work" 2 "$child" "$lib" 2> "$tmp/fill.err" || { fail "record"; return; }
 	grep -q 'lost 0 samples (counts map full)' "$tmp/fill.err" ||
 		fail "end-of-run line: $(grep lost "$tmp/fill.err")"

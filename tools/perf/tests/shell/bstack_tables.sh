@@ -48,7 +48,7 @@ summary_count() {
 
 # record sh -c $2 in ${3:-$rows} rows into $tmp/$1.data, its messages in $tmp/$1.err
 record_in_rows() {
-	$perf bstack record -F 499 --cfi-rows "${3:-$rows}" -o "$tmp/$1.data" -- sh -c "$2" \
+	$perf bstack record -v -F 499 --cfi-rows "${3:-$rows}" -o "$tmp/$1.data" -- sh -c "$2" \
 		2> "$tmp/$1.err" || { fail "record"; cat "$tmp/$1.err"; return 1; }
 	grep 'unwind tables:' "$tmp/$1.err" | sed 's/^/  /'
 }
@@ -122,7 +122,7 @@ EOT
 	build="gcc -O2 -fomit-frame-pointer -o $tmp/rb/prog $tmp/rb/prog.c"
 	$build -DNAME=spin_one -DK=3 || { fail "cannot build"; return; }
 	ino=$(stat -c %i "$tmp/rb/prog")
-	$perf bstack record -F 499 -o "$tmp/rb.data" -- sh -c \
+	$perf bstack record -v -F 499 -o "$tmp/rb.data" -- sh -c \
 		"$tmp/rb/prog; $build -DNAME=spin_two -DK=5; $tmp/rb/prog" 2> "$tmp/rb.err" ||
 		{ fail "record"; cat "$tmp/rb.err"; return; }
 	[ "$(stat -c %i "$tmp/rb/prog")" = "$ino" ] ||

@@ -28,7 +28,7 @@ test_whole_stacks() {
 	echo "stacks through libc's qsort() reach main, the binary deleted"
 	mkdir "$tmp/run"
 	cp "$tmp/bstack_nofp" "$tmp/run/"
-	$perf bstack record -F 499 -o "$tmp/nofp.data" -- "$tmp/run/bstack_nofp" 3 signal \
+	$perf bstack record -v -F 499 -o "$tmp/nofp.data" -- "$tmp/run/bstack_nofp" 3 signal \
 		2> "$tmp/nofp.err" || { fail "record"; cat "$tmp/nofp.err"; return; }
 	rm -r "$tmp/run"
 	grep -q 'walked with unwind tables' "$tmp/nofp.err" ||
@@ -50,7 +50,7 @@ test_whole_stacks() {
 # Stacks deeper than the short stacks' map holds, drained while recorded
 test_deep_stacks() {
 	echo "stacks of more than 50 frames, drained every 200 ms"
-	$perf bstack record -F 499 --interval 200 -o "$tmp/deep.data" -- \
+	$perf bstack record -v -F 499 --interval 200 -o "$tmp/deep.data" -- \
 		"$tmp/bstack_nofp" 2 deep 2> "$tmp/deep.err" ||
 		{ fail "record"; cat "$tmp/deep.err"; return; }
 	grep -q ' 0 user stacks (0 map full)' "$tmp/deep.err" ||
@@ -67,7 +67,7 @@ test_tables_cached() {
 	echo "unwind tables are kept in the build-id cache and read from there"
 	table=$(find "$tmp/cache" -path '*bstack_nofp/*/bstack-cfi')
 	[ -n "$table" ] || { fail "no table of bstack_nofp in the build-id cache"; return; }
-	$perf bstack record -F 499 -o "$tmp/cached.data" -- "$tmp/bstack_nofp" 2 \
+	$perf bstack record -v -F 499 -o "$tmp/cached.data" -- "$tmp/bstack_nofp" 2 \
 		2> "$tmp/cached.err" || { fail "record"; cat "$tmp/cached.err"; return; }
 	# the workload's binary, libc and the dynamic linker; perf's own process
 	# may be sampled too, before it execs the workload, and its tables built
@@ -90,7 +90,7 @@ sys.stdout.buffer.write(d[:24] + b"".join(reversed(rows)))' "$table" > "$tmp/dam
 	fi
 	cp "$tmp/damaged" "$table"
 	find "$tmp/cache" -name bstack-cfi ! -path '*bstack_nofp/*' -exec truncate -s -3 {} +
-	$perf bstack record -F 499 -o "$tmp/rebuilt.data" -- "$tmp/bstack_nofp" 2 \
+	$perf bstack record -v -F 499 -o "$tmp/rebuilt.data" -- "$tmp/bstack_nofp" 2 \
 		2> "$tmp/rebuilt.err" || { fail "record, damaged tables"; return; }
 	grep -q '(0 read from the build-id cache' "$tmp/rebuilt.err" ||
 		fail "a damaged table was read: $(grep 'unwind tables' "$tmp/rebuilt.err")"
@@ -106,7 +106,7 @@ sys.stdout.buffer.write(d[:24] + b"".join(reversed(rows)))' "$table" > "$tmp/dam
 # not by frame pointer until user space has read its mappings
 test_short_command() {
 	echo "a short command is unwound with tables from its first stack"
-	$perf bstack record -o "$tmp/short.data" -e sched:sched_process_fork \
+	$perf bstack record -v -o "$tmp/short.data" -e sched:sched_process_fork \
 		--uprobe "$tmp/bstack_events:bstack_events_target" -- \
 		"$tmp/bstack_events" 3 2 0 2> "$tmp/short.err" ||
 		{ fail "record: $(tail -n 1 "$tmp/short.err")"; return; }
@@ -129,7 +129,7 @@ _start;__libc_start_main[^;]*;__libc_start_call_main;main;bstack_events_fork_sit
 # samples must not make perf read /proc/PID/maps of each exec'd process.
 test_exec_churn() {
 	echo "exec'd processes are not read from /proc one by one"
-	$perf bstack record -F 999 -o "$tmp/exec.data" -- \
+	$perf bstack record -v -F 999 -o "$tmp/exec.data" -- \
 		sh -c 'for i in $(seq 500); do /bin/true; done' 2> "$tmp/exec.err" ||
 		{ fail "record"; cat "$tmp/exec.err"; return; }
 	grep -qE ' [1-9][0-9]* inside execve\(\)' "$tmp/exec.err" ||
