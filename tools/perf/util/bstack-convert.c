@@ -32,6 +32,7 @@
 
 #include "util/bstack-jit.h"
 #include "util/bstack.h"
+#include "util/bstack-convert.h"
 #include "util/build-id.h"
 #include "util/data.h"
 #include "util/debug.h"
@@ -71,30 +72,11 @@
 #define MAX_SLOTS	((SLOT_END - SLOT_BASE) / SLOT_SIZE)
 /* the index of the executable's own place in the key of c->mapped */
 #define EXEC_SLOT	0xffffffffU
-/* an address in no map, for frames that cannot be placed: shown as 0x1 */
-#define UNKNOWN_IP	0x1ULL
 /* what the output buffer holds: much more than a record, PERF_SAMPLE_MAX_SIZE */
 #define BSTACK_OUT_BUF		(1U << 20)
 /* one_per_sample: the most samples written for a count, and in all */
 #define BSTACK_EXPAND_MAX	(1ULL << 20)
 #define BSTACK_EXPAND_TOTAL	(1ULL << 22)
-/*
- * Kernel frames as build-id + offset from _text are placed in a kernel map
- * of their own, at this _text (x86_64's without KASLR) when the kernel
- * they were taken in is not the one running here: perf relocates the
- * symbols of its vmlinux or kallsyms copy to it.
- */
-#define KERNEL_BID_TEXT	0xffffffff81000000ULL
-#define KERNEL_BID_LEN	(1ULL << 30)
-/*
- * Frames of a module are placed in its recorded map, at the text address
- * it was loaded at.  A module missing from the recorded module list
- * (loaded after the recording started) gets a map of its own here, in the
- * 2 GiB below the kernel image that x86_64 leaves unused.
- */
-#define KMOD_BID_BASE	0xffffffff00000000ULL
-#define KMOD_BID_SIZE	(32ULL << 20)
-#define MAX_KMODS	64
 
 #define OUT_SAMPLE_TYPES (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
 			  PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | \
@@ -138,41 +120,6 @@ struct bstack_map_history {
 	struct bstack_map_history *prev;	/* an earlier process of the pid */
 };
 
-struct bstack_conv {
-	struct perf_tool		tool;
-	struct perf_session		*session;
-	struct bpf_bstack_summary	*sum;
-	struct hashmap			*stacks;	/* id -> struct bpf_bstack_rec_stack * */
-	struct bpf_bstack_rec_count	*counts;
-	size_t				nr_counts, alloc_counts;
-
-	int				fd;
-	u64				bytes;
-	char				*out;		/* records not written yet */
-	size_t				out_len;
-	int				err;
-	struct evlist			*evlist;
-	struct hashmap			*slots;		/* build-id key -> struct bstack_slot * */
-	u64				nr_slots;
-	struct hashmap			*mapped;	/* pid << 32 | slot index -> slot */
-	struct hashmap			*comms;		/* pid << 32 | tid -> comm */
-	struct hashmap			*map_history;	/* pid -> struct bstack_map_history * */
-	struct strlist			*wanted;	/* --event, NULL: all */
-	struct strlist			*wanted_hosts;	/* --host, NULL: all */
-	bool				one_per_sample;	/* not a sample per count */
-	bool				merge_tasks;	/* tasks alike in one sample */
-	u32				*rec_counts_of;	/* of each count: see merge_tasks() */
-	u32				rec_counts;	/* counts the record written stands for */
-	u64				expanded;	/* samples written for counts */
-	bool				has_kern_bid;	/* kernel stacks as build-id + offset */
-	struct build_id			kernel_bid;	/* of the kernel they were taken in */
-	u64				kernel_text;	/* where its _text is placed */
-	u64				kernel_len;	/* up to the first module */
-	struct hashmap			*kmods;		/* build-id key -> its map, or NULL */
-	int				nr_new_kmods;	/* placed from KMOD_BID_BASE on */
-	u64				*chain;
-	union perf_event		*event;
-};
 
 static bool kinds_match(u32 want, u32 kind)
 {
@@ -581,7 +528,7 @@ static int write_out(struct bstack_conv *c, const void *buf, size_t size)
 }
 
 /* non-sample events carry the sample_id_all trailer of the output event */
-static int write_with_id(struct bstack_conv *c, union perf_event *event, size_t size,
+int bstack_conv__write_with_id(struct bstack_conv *c, union perf_event *event, size_t size,
 			 u32 pid, u32 tid, u64 time)
 {
 	struct perf_sample id = { .pid = pid, .tid = tid, .time = time, .id = OUT_FIRST_ID, };
@@ -593,7 +540,7 @@ static int write_with_id(struct bstack_conv *c, union perf_event *event, size_t 
 	return write_out(c, event, event->header.size);
 }
 
-static int synthesized(const struct perf_tool *tool, union perf_event *event,
+int bstack_conv__synthesized(const struct perf_tool *tool, union perf_event *event,
 		       struct perf_sample *sample __maybe_unused,
 		       struct machine *machine __maybe_unused)
 {
@@ -602,7 +549,6 @@ static int synthesized(const struct perf_tool *tool, union perf_event *event,
 	return write_out(c, event, event->header.size);
 }
 
-/* Is there a file with this build-id to take symbols from, and how big is it? */
 /* A file with the build-id of dso, into path (PATH_MAX bytes), and its size if a binary */
 static bool find_binary(struct dso *dso, char *path, u64 *size)
 {
@@ -677,7 +623,7 @@ static bool exec_link_base(const char *path __maybe_unused, u64 size __maybe_unu
  * A binary in no local cache, fetched by build-id from the debuginfod
  * servers of DEBUGINFOD_URLS into the build-id cache, where perf finds it.
  */
-static bool fetch_from_debuginfod(struct dso *dso __maybe_unused,
+bool bstack_conv__fetch_from_debuginfod(struct dso *dso __maybe_unused,
 				  bool debuginfo_too __maybe_unused)
 {
 #ifdef HAVE_DEBUGINFOD_SUPPORT
@@ -709,12 +655,12 @@ static bool fetch_from_debuginfod(struct dso *dso __maybe_unused,
 }
 
 /* find_binary(), after a fetch from debuginfod when it is in no cache */
-static bool find_or_fetch_binary(struct bstack_conv *c, struct dso *dso, bool debuginfo_too,
+bool bstack_conv__find_or_fetch_binary(struct bstack_conv *c, struct dso *dso, bool debuginfo_too,
 				 char *path, u64 *size)
 {
 	if (find_binary(dso, path, size))
 		return true;
-	if (!fetch_from_debuginfod(dso, debuginfo_too))
+	if (!bstack_conv__fetch_from_debuginfod(dso, debuginfo_too))
 		return false;
 	c->sum->nr_fetched++;
 	return find_binary(dso, path, size);
@@ -779,7 +725,7 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 		/* a JIT image's file holds symbols, not the code they name */
 		bool code = !strstarts(dso__long_name(slot->dso), BPF_BSTACK_JIT_PREFIX);
 
-		slot->available = find_or_fetch_binary(c, slot->dso, false, path, &size);
+		slot->available = bstack_conv__find_or_fetch_binary(c, slot->dso, false, path, &size);
 		if (size && code)
 			slot->limit = size;
 		if (slot->available && code)
@@ -845,7 +791,7 @@ static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid, 
 	 * stream stays in time order, which perf report needs to never see
 	 * a record older than those it has flushed.
 	 */
-	return write_with_id(c, c->event, offsetof(struct perf_record_mmap2, filename) + len,
+	return bstack_conv__write_with_id(c, c->event, offsetof(struct perf_record_mmap2, filename) + len,
 			     pid, pid, time);
 }
 
@@ -877,7 +823,7 @@ static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *
 			"%s%s%.*s", host ?: "", host ? ":" : "", (int)sizeof(cnt->comm),
 			cnt->comm);
 	/* just before the samples taken under this name, at their time (see write_mmap()) */
-	return write_with_id(c, c->event, offsetof(struct perf_record_comm, comm) + len + 1,
+	return bstack_conv__write_with_id(c, c->event, offsetof(struct perf_record_comm, comm) + len + 1,
 			     cnt->pid, cnt->tid, cnt->last_ns);
 }
 
@@ -958,376 +904,6 @@ static u64 user_frame_ip(struct bstack_conv *c, const struct bpf_bstack_rec_coun
 	return slot->base + offset;
 }
 
-static bool is_kernel_bid(struct bstack_conv *c, const u8 *build_id)
-{
-	return c->kernel_bid.size &&
-	       !memcmp(build_id, c->kernel_bid.data, min_t(size_t, c->kernel_bid.size,
-							  BUILD_ID_SIZE));
-}
-
-/* A frame of a module, at its offset from the text of the module's map */
-static u64 kmod_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame *f)
-{
-	struct bpf_bstack_summary *sum = c->sum;
-	struct map *map;
-
-	sum->nr_kern_module_frames += c->rec_counts;
-	if (!hashmap__find(c->kmods, bpf_bstack__bid_key(f->build_id), &map) || !map) {
-		sum->nr_kern_unplaced_frames += c->rec_counts;
-		return UNKNOWN_IP;
-	}
-	if (f->offset >= map__size(map)) {
-		sum->nr_kern_bogus_frames += c->rec_counts;
-		return UNKNOWN_IP;
-	}
-	return map__start(map) + f->offset;
-}
-
-/*
- * A kernel frame as build-id + offset from _text (BPF_F_KERNEL_BUILD_ID):
- * an address in the kernel map written for the kernel it was taken in.
- * Frames of modules have the module's build-id.
- */
-static u64 kernel_frame_ip(struct bstack_conv *c, const struct bpf_bstack_frame *f)
-{
-	struct bpf_bstack_summary *sum = c->sum;
-
-	if (f->status != BPF_STACK_BUILD_ID_VALID)
-		return f->offset;	/* an IP: a BPF program, a trampoline */
-	sum->nr_kern_bid_frames += c->rec_counts;
-	if (!is_kernel_bid(c, f->build_id))
-		return kmod_frame_ip(c, f);
-	if (f->offset >= c->kernel_len) {
-		sum->nr_kern_bogus_frames += c->rec_counts;
-		return UNKNOWN_IP;
-	}
-	return c->kernel_text + f->offset;
-}
-
-/* The kernel of a recording: the header says which, or else its first frame */
-static bool recorded_kernel_bid(struct bstack_conv *c, struct dso *kernel)
-{
-	struct hashmap_entry *cur;
-	size_t bkt;
-	u32 i;
-
-	if (kernel && dso__has_build_id(kernel)) {
-		c->kernel_bid = *dso__bid(kernel);
-		return true;
-	}
-	hashmap__for_each_entry(c->stacks, cur, bkt) {
-		struct bpf_bstack_rec_stack *stack = cur->pvalue;
-
-		if (stack->kind != BPF_BSTACK_STACK_KERNEL_BID)
-			continue;
-		for (i = 0; i < stack->nr; i++) {
-			const struct bpf_bstack_frame *f = &bpf_bstack__user_frames(stack)[i];
-
-			if (f->status == BPF_STACK_BUILD_ID_VALID) {
-				build_id__init(&c->kernel_bid, f->build_id, BUILD_ID_SIZE);
-				return true;
-			}
-		}
-	}
-	return false;
-}
-
-/* Is the recorded kernel the one running here? Then where is its _text? */
-static bool running_kernel_text(struct bstack_conv *c, u64 *text)
-{
-	struct build_id bid;
-
-	return sysfs__read_build_id("/sys/kernel/notes", &bid) == 0 &&
-	       bid.size >= c->kernel_bid.size &&
-	       !memcmp(bid.data, c->kernel_bid.data, c->kernel_bid.size) &&
-	       !kallsyms__get_symbol_start("/proc/kallsyms", "_text", text) && *text;
-}
-
-/* Where perf report finds the symbols of another kernel, by build-id */
-static bool kernel_in_buildid_cache(struct dso *kernel)
-{
-	char path[PATH_MAX], sbid[SBUILD_ID_SIZE];
-
-	if (__dso__build_id_filename(kernel, path, sizeof(path), false, false) &&
-	    is_regular_file(path))
-		return true;	/* a vmlinux */
-	build_id__sprintf(dso__bid(kernel), sbid);
-	return build_id_cache__kallsyms_path(sbid, path, sizeof(path)) &&
-	       is_regular_file(path);
-}
-
-/*
- * Kernel stacks as build-id + offset resolve through the kernel they were
- * taken in: the running one, or a vmlinux (or kallsyms copy) in the
- * build-id cache or from debuginfod.  Their frames go into a kernel map of
- * that build-id, which perf report then loads like any recorded kernel.
- */
-/*
- * Where kernel and module frames are placed (KERNEL_BID_TEXT and
- * KMOD_BID_BASE) is x86_64's layout: the frames of other kernels stay
- * unplaced, and are counted so.
- */
-static bool kernel_bid_placeable(struct bstack_conv *c)
-{
-	const char *arch = perf_env__arch(&c->session->header.env);
-
-	if (arch && !strcmp(arch, "x86"))
-		return true;
-	pr_warning("kernel frames as build-id + offset are placed for x86 recordings only, not %s\n",
-		   arch ?: "of an unknown architecture");
-	return false;
-}
-
-static void setup_kernel_bid(struct bstack_conv *c, struct dso *kernel)
-{
-	struct bpf_bstack_summary *sum = c->sum;
-	char sbid[SBUILD_ID_SIZE];
-
-	if (!kernel || !recorded_kernel_bid(c, kernel))
-		return;
-	if (!dso__has_build_id(kernel))
-		dso__set_build_id(kernel, &c->kernel_bid);
-	dso__set_hit(kernel);
-	build_id__sprintf(&c->kernel_bid, sbid);
-	snprintf(sum->kernel_bid, sizeof(sum->kernel_bid), "%s", sbid);
-
-	if (running_kernel_text(c, &c->kernel_text)) {
-		sum->kernel_found = BPF_BSTACK_KERNEL_RUNNING;
-		return;
-	}
-	c->kernel_text = KERNEL_BID_TEXT;
-	if (kernel_in_buildid_cache(kernel)) {
-		sum->kernel_found = BPF_BSTACK_KERNEL_CACHED;
-	} else if (fetch_from_debuginfod(kernel, true) && kernel_in_buildid_cache(kernel)) {
-		sum->nr_fetched++;
-		sum->kernel_found = BPF_BSTACK_KERNEL_CACHED;
-	} else {
-		sum->kernel_found = BPF_BSTACK_KERNEL_MISSING;
-		bpf_bstack__summary_add_missing(sum, sbid, "[kernel.kallsyms] (its vmlinux)");
-	}
-}
-
-struct kmod_search {
-	struct build_id	bid;		/* by build-id */
-	u64		above;		/* or the first one above this address */
-	struct map	*map;
-};
-
-static int kmod_by_bid_cb(struct map *map, void *data)
-{
-	struct kmod_search *args = data;
-	struct dso *dso = map__dso(map);
-
-	if (!__map__is_kmodule(map) || !dso__has_build_id(dso) ||
-	    !dso__build_id_equal(dso, &args->bid))
-		return 0;
-	args->map = map__get(map);
-	return 1;
-}
-
-/* The map of a module of the recorded module list, by its build-id */
-static struct map *recorded_kmod_map(struct machine *machine, const u8 *build_id)
-{
-	struct kmod_search args = { .map = NULL, };
-
-	build_id__init(&args.bid, build_id, BUILD_ID_SIZE);
-	maps__for_each_map(machine__kernel_maps(machine), kmod_by_bid_cb, &args);
-	return args.map;
-}
-
-/*
- * A module that is not in the recorded module list is named after its
- * path in the build-id cache; "[buildid:<hex>]" when it is not there, or
- * when another build of it was recorded.  A recorded module that has no
- * build-id is taken to be this one.
- */
-static struct map *kmod_by_name(struct machine *machine, struct build_id *bid,
-				char *name, size_t size)
-{
-	struct kmod_path m = { .name = NULL, };
-	char sbid[SBUILD_ID_SIZE], *orig;
-	struct map *map = NULL;
-
-	build_id__sprintf(bid, sbid);
-	snprintf(name, size, "[buildid:%s]", sbid);
-	orig = build_id_cache__origname(sbid);
-	if (orig && !kmod_path__parse_name(&m, orig) && m.kmod && m.name) {
-		map = maps__find_by_name(machine__kernel_maps(machine), m.name);
-		if (!map)
-			snprintf(name, size, "%s", orig);
-		else if (!dso__has_build_id(map__dso(map)))
-			dso__set_build_id(map__dso(map), bid);
-		else
-			map__zput(map);
-	}
-	free(m.name);
-	free(orig);
-	return map;
-}
-
-/* A kernel MMAP2 of a binary known by its build-id; returns its size */
-static size_t kernel_bid_mmap(struct perf_record_mmap2 *mm, struct machine *machine,
-			      u64 start, u64 len, const struct build_id *bid, const char *name)
-{
-	memset(mm, 0, sizeof(*mm));
-	mm->header.type = PERF_RECORD_MMAP2;
-	mm->header.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_MMAP_BUILD_ID;
-	mm->pid = machine->pid;
-	mm->start = start;
-	mm->len = len;
-	mm->build_id_size = bid->size;
-	memcpy(mm->build_id, bid->data, bid->size);
-	return offsetof(struct perf_record_mmap2, filename) +
-	       scnprintf(mm->filename, sizeof(mm->filename), "%s", name) + 1;
-}
-
-/* A map of its own for a module, fed to the machine like a recorded one */
-static struct map *new_kmod_map(struct bstack_conv *c, struct machine *machine,
-				const struct build_id *bid, const char *name)
-{
-	struct perf_record_mmap2 *mm = &c->event->mmap2;
-	struct perf_sample sample = { .cpumode = PERF_RECORD_MISC_KERNEL, };
-	u64 start = KMOD_BID_BASE + c->nr_new_kmods * KMOD_BID_SIZE;
-
-	if (c->nr_new_kmods >= MAX_KMODS)
-		return NULL;
-	mm->header.size = kernel_bid_mmap(mm, machine, start, KMOD_BID_SIZE, bid, name);
-	if (machine__process_mmap2_event(machine, c->event, &sample))
-		return NULL;
-	c->nr_new_kmods++;
-	return maps__find(machine__kernel_maps(machine), start);
-}
-
-/*
- * Is the module loaded here, at the address it was recorded at?  Then
- * perf report takes its symbols from kallsyms, with the kernel's.
- */
-static bool kmod_loaded_here(struct bstack_conv *c, struct map *map)
-{
-	struct dso *dso = map__dso(map);
-	int len = dso__short_name_len(dso) - 2;	/* "[name]" */
-	unsigned long long text;
-	char path[PATH_MAX];
-	struct build_id bid;
-
-	if (c->sum->kernel_found != BPF_BSTACK_KERNEL_RUNNING || len <= 0)
-		return false;
-	snprintf(path, sizeof(path), "/sys/module/%.*s/notes/.note.gnu.build-id", len,
-		 dso__short_name(dso) + 1);
-	if (sysfs__read_build_id(path, &bid) || !dso__build_id_equal(dso, &bid))
-		return false;
-	snprintf(path, sizeof(path), "/sys/module/%.*s/sections/.text", len,
-		 dso__short_name(dso) + 1);
-	return !filename__read_xll(path, &text) && text == map__start(map);
-}
-
-/* Where are the symbols of a module?  Listed as missing when nowhere */
-static void check_kmod_symbols(struct bstack_conv *c, struct map *map)
-{
-	struct bpf_bstack_summary *sum = c->sum;
-	struct dso *dso = map__dso(map);
-	char sbid[SBUILD_ID_SIZE], path[PATH_MAX];
-	u64 size;
-
-	dso__set_hit(dso);
-	if (kmod_loaded_here(c, map) || find_or_fetch_binary(c, dso, true, path, &size))
-		return;
-	sum->nr_kmods_missing++;
-	build_id__sprintf(dso__bid(dso), sbid);
-	bpf_bstack__summary_add_missing(sum, sbid, dso__long_name(dso));
-}
-
-static int add_kmod(struct bstack_conv *c, struct machine *machine, const u8 *build_id)
-{
-	char name[PATH_MAX];
-	struct build_id bid;
-	struct map *map;
-
-	build_id__init(&bid, build_id, BUILD_ID_SIZE);
-	map = recorded_kmod_map(machine, build_id);
-	if (!map)
-		map = kmod_by_name(machine, &bid, name, sizeof(name));
-	if (!map)
-		map = new_kmod_map(c, machine, &bid, name);
-	/* NULL too: its frames are then counted as of no module map */
-	if (hashmap__add(c->kmods, bpf_bstack__bid_key(build_id), map)) {
-		map__put(map);
-		return -ENOMEM;
-	}
-	c->sum->nr_kmods++;
-	if (map)
-		check_kmod_symbols(c, map);
-	return 0;
-}
-
-/*
- * The modules that build-id kernel frames name, each given a map before
- * the module maps are written out: its recorded one, or a new one.
- */
-static int setup_kernel_modules(struct bstack_conv *c, struct machine *machine)
-{
-	struct hashmap_entry *cur;
-	size_t bkt;
-	u32 i;
-	int err;
-
-	hashmap__for_each_entry(c->stacks, cur, bkt) {
-		struct bpf_bstack_rec_stack *stack = cur->pvalue;
-		const struct bpf_bstack_frame *f = bpf_bstack__user_frames(stack);
-
-		if (stack->kind != BPF_BSTACK_STACK_KERNEL_BID)
-			continue;
-		for (i = 0; i < stack->nr; i++) {
-			if (f[i].status != BPF_STACK_BUILD_ID_VALID ||
-			    is_kernel_bid(c, f[i].build_id) ||
-			    hashmap__find(c->kmods, bpf_bstack__bid_key(f[i].build_id), NULL))
-				continue;
-			err = add_kmod(c, machine, f[i].build_id);
-			if (err)
-				return err;
-		}
-	}
-	return 0;
-}
-
-static int first_kmod_above_cb(struct map *map, void *data)
-{
-	struct kmod_search *args = data;
-
-	if (__map__is_kmodule(map) && map__start(map) > args->above &&
-	    (!args->map || map__start(map) < map__start(args->map))) {
-		map__put(args->map);
-		args->map = map__get(map);
-	}
-	return 0;
-}
-
-/* The kernel map ends where the first module above it starts: no overlap */
-static u64 kernel_bid_len(struct machine *machine, u64 text)
-{
-	struct kmod_search args = { .above = text, .map = NULL, };
-	u64 len = KERNEL_BID_LEN;
-
-	maps__for_each_map(machine__kernel_maps(machine), first_kmod_above_cb, &args);
-	if (args.map && map__start(args.map) - text < len)
-		len = map__start(args.map) - text;
-	map__put(args.map);
-	return len;
-}
-
-/* The kernel map of setup_kernel_bid(), with its build-id */
-static int write_kernel_bid_mmap(struct bstack_conv *c, struct machine *machine)
-{
-	struct perf_record_mmap2 *mm = &c->event->mmap2;
-	char name[KMAP_NAME_LEN];
-	size_t size;
-
-	snprintf(name, sizeof(name), "%s_text", machine->mmap_name);
-	size = kernel_bid_mmap(mm, machine, c->kernel_text, c->kernel_len, &c->kernel_bid, name);
-	mm->pgoff = c->kernel_text;	/* where the reference symbol, _text, is */
-	return write_with_id(c, c->event, size, machine->pid, 0, 0);
-}
-
 static struct bpf_bstack_rec_stack *find_stack(struct bstack_conv *c, u64 id, u32 kind)
 {
 	struct bpf_bstack_rec_stack *stack;
@@ -1390,7 +966,7 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 		c->chain[n++] = PERF_CONTEXT_KERNEL;
 		for (i = 0; i < kstack->nr; i++)
 			c->chain[n++] = kstack->kind == BPF_BSTACK_STACK_KERNEL_BID ?
-					kernel_frame_ip(c, &bpf_bstack__user_frames(kstack)[i]) :
+					bstack_conv__kernel_frame_ip(c, &bpf_bstack__user_frames(kstack)[i]) :
 					bpf_bstack__kernel_ips(kstack)[i];
 	}
 	if (ustack) {
@@ -1809,19 +1385,9 @@ static int write_output(struct bstack_conv *c, const char *output)
 	}
 
 	machine->id_hdr_size = evlist__id_hdr_size(c->evlist);
-	if (c->has_kern_bid && machine__kernel_map(machine) && kernel_bid_placeable(c))
-		setup_kernel_bid(c, map__dso(machine__kernel_map(machine)));
-	if (c->kernel_bid.size) {
-		err = setup_kernel_modules(c, machine);
-		if (err)
-			goto out;
-		c->kernel_len = kernel_bid_len(machine, c->kernel_text);
-		/* a write error stays in c->err, and stops the writes that follow */
-		write_kernel_bid_mmap(c, machine);
-	} else {
-		perf_event__synthesize_kernel_mmap(&c->tool, synthesized, machine);
-	}
-	perf_event__synthesize_modules(&c->tool, synthesized, machine);
+	err = bstack_conv__kernel_maps(c, machine);
+	if (err)
+		goto out;
 
 	if (c->nr_counts)	/* qsort() must not see the NULL of no counts */
 		qsort(c->counts, c->nr_counts, sizeof(*c->counts), cmp_last_ns);
