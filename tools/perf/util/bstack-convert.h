@@ -29,6 +29,23 @@ union perf_event;
 /* an address in no map, for frames that cannot be placed: shown as 0x1 */
 #define UNKNOWN_IP	0x1ULL
 
+/*
+ * The user maps of a process in the order perf record saw them.  An IP frame
+ * (the kernel could not read the build-id) is resolved through the map its
+ * process had when it was sampled: after a library was dlclose()d and
+ * another one dlopen()ed at its address, the last maps of the process only
+ * know the second one.  perf's threads and maps are not built for this:
+ * for a recording of thousands of short-lived processes, their namespaces,
+ * maps copied at each fork and vDSO lookups were most of the conversion.
+ */
+struct bstack_map_rec {
+	u64		start;
+	u64		end;
+	u64		pgoff;
+	u64		time;
+	struct dso	*dso;		/* NULL: anonymous memory */
+};
+
 struct bstack_conv {
 	struct perf_tool		tool;
 	struct perf_session		*session;
@@ -72,6 +89,18 @@ int bstack_conv__synthesized(const struct perf_tool *tool, union perf_event *eve
 bool bstack_conv__fetch_from_debuginfod(struct dso *dso, bool debuginfo_too);
 bool bstack_conv__find_or_fetch_binary(struct bstack_conv *c, struct dso *dso,
 				       bool debuginfo_too, char *path, u64 *size);
+
+/* bstack-convert-maps.c */
+int bstack_conv__fork(const struct perf_tool *tool, union perf_event *event,
+		      struct perf_sample *sample, struct machine *machine);
+int bstack_conv__mmap(const struct perf_tool *tool, union perf_event *event,
+		      struct perf_sample *sample, struct machine *machine);
+int bstack_conv__mmap2(const struct perf_tool *tool, union perf_event *event,
+		       struct perf_sample *sample, struct machine *machine);
+const struct bstack_map_rec *bstack_conv__user_map_at(struct bstack_conv *c, u32 pid, u64 ip,
+						      u64 first, u64 last, bool *ambiguous,
+						      const struct bstack_map_rec **latest);
+void bstack_conv__free_map_history(struct bstack_conv *c);
 
 /* bstack-convert-kernel.c */
 int bstack_conv__kernel_maps(struct bstack_conv *c, struct machine *machine);
