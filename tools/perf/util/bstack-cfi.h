@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <linux/compiler.h>
 #include <linux/types.h>
 
@@ -25,6 +26,14 @@ struct bpf_bstack_cfi_table_info {
 	size_t	nr_cfa_deref;	/* ... from the stack pointer saved in the frame */
 	size_t	nr_cfa_expr;	/* ... by an expression the walk cannot follow */
 };
+
+struct bpf_bstack_cfi_file;
+
+/* A table in the build-id cache, beside its binary (bstack-cfi-cache.c) */
+ssize_t bstack_cfi_cache__read(const struct bpf_bstack_cfi_file *f,
+			       struct bpf_bstack_cfi_row **rowsp);
+void bstack_cfi_cache__write(const struct bpf_bstack_cfi_file *f,
+			     const struct bpf_bstack_cfi_row *rows, size_t nr);
 
 #if defined(HAVE_DWARF_SUPPORT) && defined(__x86_64__)
 int bpf_bstack__cfi_table(int fd, struct bpf_bstack_cfi_row **rows, size_t *nr,
