@@ -1010,27 +1010,9 @@ static int check_wanted_events(struct bstack_conv *c, const char *input)
 }
 
 /* Keep the header sections that describe the recording machine, like perf inject */
-struct bstack_fc {
-	struct feat_copier		fc;
-	struct perf_file_section	secs[HEADER_FEAT_BITS];
-	int				in_fd;
-};
-
-static int save_section(struct perf_file_section *section, struct perf_header *ph __maybe_unused,
-			int feat, int fd __maybe_unused, void *data)
-{
-	struct bstack_fc *bfc = data;
-
-	bfc->secs[feat] = *section;
-	return 0;
-}
-
 static int copy_feat(struct feat_copier *fc, int feat, struct feat_writer *fw)
 {
-	struct bstack_fc *bfc = container_of(fc, struct bstack_fc, fc);
-	struct perf_file_section *sec = &bfc->secs[feat];
-	void *buf;
-	int ret;
+	struct bpf_bstack_sections *s = container_of(fc, struct bpf_bstack_sections, fc);
 
 	switch (feat) {
 	case HEADER_HOSTNAME: case HEADER_OSRELEASE: case HEADER_VERSION:
@@ -1042,15 +1024,7 @@ static int copy_feat(struct feat_copier *fc, int feat, struct feat_writer *fw)
 	default:
 		return 0;
 	}
-	if (!sec->offset || !sec->size || sec->size > (64 << 20))
-		return 0;
-	buf = malloc(sec->size);
-	if (!buf)
-		return -ENOMEM;
-	ret = pread(bfc->in_fd, buf, sec->size, sec->offset) == (ssize_t)sec->size ?
-	      fw->write(fw, buf, sec->size) : -EIO;
-	free(buf);
-	return ret < 0 ? ret : 1;
+	return bpf_bstack__copy_section(s, feat, fw);
 }
 
 static void clear_features(struct perf_header *header)
@@ -1062,19 +1036,9 @@ static void clear_features(struct perf_header *header)
 		HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_CLOCKID, HEADER_CLOCK_DATA,
 		HEADER_MEM_TOPOLOGY, HEADER_CACHE, HEADER_SAMPLE_TIME,
 	};
-	int feat;
-	size_t i;
 
-	for (feat = HEADER_FIRST_FEATURE; feat < HEADER_LAST_FEATURE; feat++) {
-		for (i = 0; i < ARRAY_SIZE(keep); i++)
-			if (keep[i] == feat)
-				break;
-		if (i == ARRAY_SIZE(keep))
-			perf_header__clear_feat(header, feat);
-	}
-	perf_header__set_feat(header, HEADER_BUILD_ID);
-	/* the first and last sample times, for perf report --time 10%/2 */
-	perf_header__set_feat(header, HEADER_SAMPLE_TIME);
+	/* with the first and last sample times, for perf report --time 10%/2 */
+	bpf_bstack__keep_features(header, keep, ARRAY_SIZE(keep));
 }
 
 /* A recording of one sampling event has the summary in its event's name */
@@ -1102,7 +1066,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 {
 	struct perf_session *session = c->session;
 	struct machine *machine = &session->machines.host;
-	struct bstack_fc bfc = { .fc.copy = copy_feat, };
+	struct bpf_bstack_sections secs = { .fc.copy = copy_feat, };
 	u64 in_data_offset = session->header.data_offset;
 	u64 in_data_size = session->header.data_size;
 	struct evlist *in_evlist = session->evlist;
@@ -1110,8 +1074,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 	size_t i;
 	int err;
 
-	bfc.in_fd = perf_data__fd(session->data);
-	perf_header__process_sections(&session->header, bfc.in_fd, &bfc, save_section);
+	bpf_bstack__read_sections(&secs, &session->header, perf_data__fd(session->data));
 
 	/* like perf.data: private, and never through a planted symlink */
 	c->fd = open(output, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -1177,7 +1140,7 @@ static int write_output(struct bstack_conv *c, const char *output)
 	session->header.data_size = c->bytes;
 	/* the sample ids are written from session->evlist, the attributes from ours */
 	session->evlist = c->evlist;
-	err = perf_session__inject_header(session, c->evlist, c->fd, &bfc.fc, false);
+	err = perf_session__inject_header(session, c->evlist, c->fd, &secs.fc, false);
 	session->evlist = in_evlist;
 	session->header.data_offset = in_data_offset;
 	session->header.data_size = in_data_size;

@@ -582,21 +582,10 @@ static int write_stats(struct bstack_merge *m)
 }
 
 struct merge_fc {
-	struct feat_copier		fc;
+	struct bpf_bstack_sections	secs;
 	struct bstack_merge		*m;
-	struct perf_file_section	secs[HEADER_FEAT_BITS];
-	int				in_fd;
 	bool				copy;		/* the first input is in our byte order */
 };
-
-static int save_section(struct perf_file_section *section, struct perf_header *ph __maybe_unused,
-			int feat, int fd __maybe_unused, void *data)
-{
-	struct merge_fc *mfc = data;
-
-	mfc->secs[feat] = *section;
-	return 0;
-}
 
 /* The build-id table of every input, as perf record writes one */
 static int write_build_ids(struct bstack_merge *m, struct feat_writer *fw)
@@ -635,24 +624,13 @@ static int write_build_ids(struct bstack_merge *m, struct feat_writer *fw)
 /* The first input's description of the machine, and the build-ids of all */
 static int copy_feat(struct feat_copier *fc, int feat, struct feat_writer *fw)
 {
-	struct merge_fc *mfc = container_of(fc, struct merge_fc, fc);
-	struct perf_file_section *sec = &mfc->secs[feat];
-	void *buf;
-	int ret;
+	struct merge_fc *mfc = container_of(fc, struct merge_fc, secs.fc);
 
 	if (feat == HEADER_BUILD_ID)
 		return write_build_ids(mfc->m, fw);
 	if (feat == HEADER_SAMPLE_TIME || feat == HEADER_EVENT_DESC)
 		return 0;	/* perf's own writers, from the merge */
-	if (!mfc->copy || !sec->offset || !sec->size || sec->size > (64 << 20))
-		return 0;
-	buf = malloc(sec->size);
-	if (!buf)
-		return -ENOMEM;
-	ret = pread(mfc->in_fd, buf, sec->size, sec->offset) == (ssize_t)sec->size ?
-	      fw->write(fw, buf, sec->size) : -EIO;
-	free(buf);
-	return ret < 0 ? ret : 1;
+	return mfc->copy ? bpf_bstack__copy_section(&mfc->secs, feat, fw) : 0;
 }
 
 /* What the merge keeps of the first input's header */
@@ -663,35 +641,24 @@ static void keep_features(struct perf_header *header, bool copy)
 		HEADER_NRCPUS, HEADER_CPUDESC, HEADER_CPUID, HEADER_TOTAL_MEM,
 		HEADER_CMDLINE, HEADER_CLOCKID, HEADER_CLOCK_DATA, HEADER_EVENT_DESC,
 	};
-	int feat;
-	size_t i;
 
-	for (feat = HEADER_FIRST_FEATURE; feat < HEADER_LAST_FEATURE; feat++) {
-		for (i = 0; copy && i < ARRAY_SIZE(keep); i++)
-			if (keep[i] == feat)
-				break;
-		if (!copy || i == ARRAY_SIZE(keep))
-			perf_header__clear_feat(header, feat);
-	}
-	perf_header__set_feat(header, HEADER_BUILD_ID);
-	perf_header__set_feat(header, HEADER_SAMPLE_TIME);
+	bpf_bstack__keep_features(header, keep, copy ? ARRAY_SIZE(keep) : 0);
 }
 
 static int write_header(struct bstack_merge *m, u64 data_offset)
 {
 	struct perf_session *first = m->first;
 	struct merge_fc mfc = {
-		.fc.copy = copy_feat, .m = m, .in_fd = perf_data__fd(first->data),
-		.copy = !first->header.needs_swap,
+		.secs.fc.copy = copy_feat, .m = m, .copy = !first->header.needs_swap,
 	};
 
-	perf_header__process_sections(&first->header, mfc.in_fd, &mfc, save_section);
+	bpf_bstack__read_sections(&mfc.secs, &first->header, perf_data__fd(first->data));
 	keep_features(&first->header, mfc.copy);
 	first->evlist->first_sample_time = m->first_time;
 	first->evlist->last_sample_time = m->last_time;
 	first->header.data_offset = data_offset;
 	first->header.data_size = m->bytes;
-	return perf_session__inject_header(first, first->evlist, m->fd, &mfc.fc, false);
+	return perf_session__inject_header(first, first->evlist, m->fd, &mfc.secs.fc, false);
 }
 
 static void merge_exit(struct bstack_merge *m)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <linux/time64.h>
 #include <linux/bpf.h>
 #include <linux/kernel.h>
@@ -26,6 +27,7 @@
 #include "util/dsos.h"
 #include "util/evsel.h"
 #include "util/hashmap.h"
+#include "util/header.h"
 #include "util/machine.h"
 #include "util/map.h"
 #include "util/namespaces.h"
@@ -456,6 +458,59 @@ double bpf_bstack__pct(u64 part, u64 total)
 }
 
 /* What the recorder lost, by cause, as both summaries print it */
+static int save_section(struct perf_file_section *section, struct perf_header *ph __maybe_unused,
+			int feat, int fd __maybe_unused, void *data)
+{
+	struct bpf_bstack_sections *s = data;
+
+	s->sec[feat] = *section;
+	return 0;
+}
+
+void bpf_bstack__read_sections(struct bpf_bstack_sections *s, struct perf_header *header, int fd)
+{
+	s->fd = fd;
+	perf_header__process_sections(header, fd, s, save_section);
+}
+
+/* Feature section feat, as it is: 1 when written, 0 if there is none (or a huge one) */
+int bpf_bstack__copy_section(struct bpf_bstack_sections *s, int feat, struct feat_writer *fw)
+{
+	struct perf_file_section *sec = &s->sec[feat];
+	void *buf;
+	int ret;
+
+	if (!sec->offset || !sec->size || sec->size > (64 << 20))
+		return 0;
+	buf = malloc(sec->size);
+	if (!buf)
+		return -ENOMEM;
+	ret = pread(s->fd, buf, sec->size, sec->offset) == (ssize_t)sec->size ?
+	      fw->write(fw, buf, sec->size) : -EIO;
+	free(buf);
+	return ret < 0 ? ret : 1;
+}
+
+/*
+ * The features of header but those of keep cleared; the build-id table and
+ * the samples' first and last time set, which the writer makes anew
+ */
+void bpf_bstack__keep_features(struct perf_header *header, const int *keep, size_t nr)
+{
+	int feat;
+	size_t i;
+
+	for (feat = HEADER_FIRST_FEATURE; feat < HEADER_LAST_FEATURE; feat++) {
+		for (i = 0; i < nr; i++)
+			if (keep[i] == feat)
+				break;
+		if (i == nr)
+			perf_header__clear_feat(header, feat);
+	}
+	perf_header__set_feat(header, HEADER_BUILD_ID);
+	perf_header__set_feat(header, HEADER_SAMPLE_TIME);
+}
+
 int bpf_bstack__scnprintf_lost(char *buf, size_t size, const u64 *stat)
 {
 	int n = scnprintf(buf, size, "lost %" PRIu64 " samples (counts map full), %" PRIu64

@@ -15,6 +15,7 @@
 #include <linux/types.h>
 #include "build-id.h"
 #include "bstack-payload.h"
+#include "header.h"
 
 struct dso;
 struct evlist;
@@ -38,6 +39,22 @@ struct dso *bpf_bstack__find_dso(struct machine *machine, const u8 *build_id);
 
 double bpf_bstack__pct(u64 part, u64 total);
 int bpf_bstack__scnprintf_lost(char *buf, size_t size, const u64 *stat);
+
+/*
+ * The feature sections of a perf.data file, for the writer of another
+ * file that copies some of them as they are (fc.copy): the converter and
+ * the merge keep those that describe the recording machine
+ */
+struct bpf_bstack_sections {
+	struct feat_copier		fc;
+	struct perf_file_section	sec[HEADER_FEAT_BITS];
+	int				fd;
+};
+
+void bpf_bstack__read_sections(struct bpf_bstack_sections *s, struct perf_header *header,
+			       int fd);
+int bpf_bstack__copy_section(struct bpf_bstack_sections *s, int feat, struct feat_writer *fw);
+void bpf_bstack__keep_features(struct perf_header *header, const int *keep, size_t nr);
 
 /* What perf record learnt of the binaries stacks name, a build-id at a time */
 struct bpf_bstack_marks {
