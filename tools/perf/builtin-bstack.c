@@ -1066,21 +1066,21 @@ static int bstack_inject(const char *output)
 	return err;
 }
 
-int cmd_bstack(int argc, const char **argv)
-{
-	struct bstack_record_args rec_args = {};
-	const struct option bstack_options[] = {
+/* The options of every subcommand, and of those that read a recording */
+static const struct option bstack_options[] = {
 	OPT_INCR('v', "verbose", &verbose, "be more verbose"),
 	OPT_END()
-	};
-	const struct option input_options[] = {
+};
+
+static const struct option input_options[] = {
 	OPT_STRING('i', "input", &input_name, "file", "input file name"),
 	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
 	OPT_PARENT(bstack_options)
-	};
-	const struct option script_options[] = {
-	OPT_PARENT(input_options)
-	};
+};
+
+static int cmd_bstack_record(int argc, const char **argv)
+{
+	struct bstack_record_args rec_args = {};
 	const struct option record_options[] = {
 	OPT_CALLBACK('e', "event", &rec_args.opts.event, "event",
 		     "event to take stacks at: sampling event, tracepoint or perf probe uprobe (default: cpu-clock)",
@@ -1144,6 +1144,18 @@ int cmd_bstack(int argc, const char **argv)
 		   "keep the last n files of --switch-output"),
 	OPT_PARENT(bstack_options)
 	};
+	int ret;
+
+	bpf_bstack__opts_init(&rec_args.opts);
+	argc = parse_options(argc, argv, record_options, bstack_record_usage,
+			     PARSE_OPT_STOP_AT_NON_OPTION);
+	ret = bstack_record(&rec_args, argc, argv);
+	bpf_bstack__opts_exit(&rec_args.opts);
+	return ret;
+}
+
+static int cmd_bstack_report(int argc, const char **argv)
+{
 	const struct option report_options[] = {
 	OPT_BOOLEAN(0, "folded", &report_folded,
 		    "print FlameGraph collapsed stacks: comm;outer;...;leaf count"),
@@ -1163,6 +1175,31 @@ int cmd_bstack(int argc, const char **argv)
 		     append_list),
 	OPT_PARENT(input_options)
 	};
+	int ret;
+
+	/* our options; everything else is perf report's */
+	argc = parse_options(argc, argv, report_options, bstack_report_usage,
+			     PARSE_OPT_KEEP_UNKNOWN | PARSE_OPT_KEEP_DASHDASH);
+	ret = bstack_report(argc, argv);
+	zfree(&report_events);
+	zfree(&report_hosts);
+	return ret;
+}
+
+static int cmd_bstack_script(int argc, const char **argv)
+{
+	const struct option script_options[] = {
+	OPT_PARENT(input_options)
+	};
+
+	argc = parse_options(argc, argv, script_options, bstack_script_usage, 0);
+	if (argc)
+		usage_with_options(bstack_script_usage, script_options);
+	return bstack_script();
+}
+
+static int cmd_bstack_inject(int argc, const char **argv)
+{
 	const char *inject_output = NULL;
 	const struct option inject_options[] = {
 	OPT_STRING('o', "output", &inject_output, "file", "output file name"),
@@ -1170,58 +1207,63 @@ int cmd_bstack(int argc, const char **argv)
 		    "one sample per unique stack and task, its count as period"),
 	OPT_PARENT(input_options)
 	};
+
+	argc = parse_options(argc, argv, inject_options, bstack_inject_usage, 0);
+	if (argc)
+		usage_with_options(bstack_inject_usage, inject_options);
+	return bstack_inject(inject_output);
+}
+
+static int cmd_bstack_merge(int argc, const char **argv)
+{
 	const char *merge_output = NULL;
 	const struct option merge_options[] = {
 	OPT_STRING('o', "output", &merge_output, "file", "output file name"),
 	OPT_BOOLEAN('f', "force", &force, "don't complain, do it"),
 	OPT_PARENT(bstack_options)
 	};
-	const char *const bstack_subcommands[] = {
+
+	argc = parse_options(argc, argv, merge_options, bstack_merge_usage, 0);
+	if (!argc || !merge_output)
+		usage_with_options(bstack_merge_usage, merge_options);
+	return bpf_bstack__merge(argv, argc, merge_output, force);
+}
+
+static const struct {
+	const char	*name;
+	int		(*cmd)(int argc, const char **argv);
+} bstack_subcommands[] = {
+	{ "record",	cmd_bstack_record },
+	{ "report",	cmd_bstack_report },
+	{ "script",	cmd_bstack_script },
+	{ "inject",	cmd_bstack_inject },
+	{ "merge",	cmd_bstack_merge },
+};
+
+int cmd_bstack(int argc, const char **argv)
+{
+	const char *const subcommands[] = {
 		"record", "report", "script", "inject", "merge", NULL
 	};
 	const char *bstack_usage[2] = { NULL, NULL };
-	int ret;
+	int ret = -1;
+	size_t i;
 
-	bpf_bstack__opts_init(&rec_args.opts);
-	argc = parse_options_subcommand(argc, argv, bstack_options,
-					bstack_subcommands, bstack_usage,
-					PARSE_OPT_STOP_AT_NON_OPTION);
+	argc = parse_options_subcommand(argc, argv, bstack_options, subcommands,
+					bstack_usage, PARSE_OPT_STOP_AT_NON_OPTION);
 	if (!argc)
 		usage_with_options(bstack_usage, bstack_options);
 
-	if (strlen(argv[0]) > 2 && strstarts("record", argv[0])) {
-		argc = parse_options(argc, argv, record_options,
-				     bstack_record_usage,
-				     PARSE_OPT_STOP_AT_NON_OPTION);
-		ret = bstack_record(&rec_args, argc, argv);
-	} else if (strlen(argv[0]) > 2 && strstarts("script", argv[0])) {
-		argc = parse_options(argc, argv, script_options, bstack_script_usage, 0);
-		if (argc)
-			usage_with_options(bstack_script_usage, script_options);
-		ret = bstack_script();
-	} else if (strlen(argv[0]) > 2 && strstarts("inject", argv[0])) {
-		argc = parse_options(argc, argv, inject_options, bstack_inject_usage, 0);
-		if (argc)
-			usage_with_options(bstack_inject_usage, inject_options);
-		ret = bstack_inject(inject_output);
-	} else if (strlen(argv[0]) > 2 && strstarts("merge", argv[0])) {
-		argc = parse_options(argc, argv, merge_options, bstack_merge_usage, 0);
-		if (!argc || !merge_output)
-			usage_with_options(bstack_merge_usage, merge_options);
-		ret = bpf_bstack__merge(argv, argc, merge_output, force);
-	} else if (strlen(argv[0]) > 2 && strstarts("report", argv[0])) {
-		/* our options; everything else is perf report's */
-		argc = parse_options(argc, argv, report_options, bstack_report_usage,
-				     PARSE_OPT_KEEP_UNKNOWN | PARSE_OPT_KEEP_DASHDASH);
-		ret = bstack_report(argc, argv);
-	} else {
-		usage_with_options(bstack_usage, bstack_options);
+	/* a subcommand by its name or a prefix of it, of three letters or more */
+	for (i = 0; i < ARRAY_SIZE(bstack_subcommands); i++) {
+		if (strlen(argv[0]) > 2 && strstarts(bstack_subcommands[i].name, argv[0]))
+			break;
 	}
+	if (i == ARRAY_SIZE(bstack_subcommands))
+		usage_with_options(bstack_usage, bstack_options);
+	ret = bstack_subcommands[i].cmd(argc, argv);
 
 	/* free usage string allocated by parse_options_subcommand */
 	free((void *)bstack_usage[0]);
-	bpf_bstack__opts_exit(&rec_args.opts);
-	zfree(&report_events);
-	zfree(&report_hosts);
 	return ret;
 }
