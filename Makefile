@@ -85,6 +85,8 @@ asan-build: tree
 		  echo "error: ASan perf build failed, see build/perf-asan-build.log" >&2; exit 1; }
 	@scripts/fetch-flamegraph.sh $(ASAN_OUT) || \
 		echo "warning: no d3-flame-graph: the ASan perf cannot draw flame graphs" >&2
+	@mkdir -p $(ASAN_OUT)/Documentation
+	@cp $(BUILD)/linux/tools/perf/Documentation/tips.txt $(ASAN_OUT)/Documentation/
 	@echo "  PERF    $(patsubst $(CURDIR)/%,%,$(ASAN_OUT))/perf (ASan, UBSan)"
 
 asan: asan-build
