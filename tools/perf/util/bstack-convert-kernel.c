@@ -193,7 +193,8 @@ static void setup_kernel_bid(struct bstack_conv *c, struct dso *kernel)
 	c->kernel_text = KERNEL_BID_TEXT;
 	if (kernel_in_buildid_cache(kernel)) {
 		sum->kernel_found = BPF_BSTACK_KERNEL_CACHED;
-	} else if (bstack_conv__fetch_from_debuginfod(kernel, true) && kernel_in_buildid_cache(kernel)) {
+	} else if (bstack_conv__fetch_from_debuginfod(kernel, true) &&
+		   kernel_in_buildid_cache(kernel)) {
 		sum->nr_fetched++;
 		sum->kernel_found = BPF_BSTACK_KERNEL_CACHED;
 	} else {
@@ -325,7 +326,8 @@ static void check_kmod_symbols(struct bstack_conv *c, struct map *map)
 	u64 size;
 
 	dso__set_hit(dso);
-	if (kmod_loaded_here(c, map) || bstack_conv__find_or_fetch_binary(c, dso, true, path, &size))
+	if (kmod_loaded_here(c, map) ||
+	    bstack_conv__find_or_fetch_binary(c, dso, true, path, &size))
 		return;
 	sum->nr_kmods_missing++;
 	build_id__sprintf(dso__bid(dso), sbid);

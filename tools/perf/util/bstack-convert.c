@@ -477,7 +477,8 @@ static struct bstack_slot *slot_for_build_id(struct bstack_conv *c, const u8 *bu
 		/* a JIT image's file holds symbols, not the code they name */
 		bool code = !strstarts(dso__long_name(slot->dso), BPF_BSTACK_JIT_PREFIX);
 
-		slot->available = bstack_conv__find_or_fetch_binary(c, slot->dso, false, path, &size);
+		slot->available = bstack_conv__find_or_fetch_binary(c, slot->dso, false, path,
+								    &size);
 		if (size && code)
 			slot->limit = size;
 		if (slot->available && code)
@@ -543,8 +544,9 @@ static int write_mmap(struct bstack_conv *c, struct bstack_slot *slot, u32 pid, 
 	 * stream stays in time order, which perf report needs to never see
 	 * a record older than those it has flushed.
 	 */
-	return bstack_conv__write_with_id(c, c->event, offsetof(struct perf_record_mmap2, filename) + len,
-			     pid, pid, time);
+	return bstack_conv__write_with_id(c, c->event,
+					  offsetof(struct perf_record_mmap2, filename) + len,
+					  pid, pid, time);
 }
 
 static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
@@ -575,8 +577,9 @@ static int write_comm(struct bstack_conv *c, const struct bpf_bstack_rec_count *
 			"%s%s%.*s", host ?: "", host ? ":" : "", (int)sizeof(cnt->comm),
 			cnt->comm);
 	/* just before the samples taken under this name, at their time (see write_mmap()) */
-	return bstack_conv__write_with_id(c, c->event, offsetof(struct perf_record_comm, comm) + len + 1,
-			     cnt->pid, cnt->tid, cnt->last_ns);
+	return bstack_conv__write_with_id(c, c->event,
+					  offsetof(struct perf_record_comm, comm) + len + 1,
+					  cnt->pid, cnt->tid, cnt->last_ns);
 }
 
 /*
@@ -595,7 +598,8 @@ static struct bstack_slot *ip_frame_slot(struct bstack_conv *c,
 	const struct bstack_map_rec *rec, *latest;
 	bool ambiguous;
 
-	rec = bstack_conv__user_map_at(c, cnt->pid, ip, cnt->first_ns, cnt->last_ns, &ambiguous, &latest);
+	rec = bstack_conv__user_map_at(c, cnt->pid, ip, cnt->first_ns, cnt->last_ns, &ambiguous,
+				       &latest);
 	if (ambiguous) {
 		c->sum->nr_ip_ambiguous += c->rec_counts;
 		return NULL;
@@ -678,6 +682,14 @@ static bool count_plausible(struct bstack_conv *c, const struct bpf_bstack_rec_c
 	return !c->sum->has_stats || cnt->count <= c->sum->stat[BPF_BSTACK_STAT_SAMPLES];
 }
 
+/* Frame i of a kernel stack, at its address in the output's kernel maps */
+static u64 kernel_frame(struct bstack_conv *c, struct bpf_bstack_rec_stack *kstack, u32 i)
+{
+	if (kstack->kind == BPF_BSTACK_STACK_KERNEL_BID)
+		return bstack_conv__kernel_frame_ip(c, &bpf_bstack__user_frames(kstack)[i]);
+	return bpf_bstack__kernel_ips(kstack)[i];
+}
+
 static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count *cnt)
 {
 	struct bpf_bstack_summary_event *ev = &c->sum->event[cnt->event];
@@ -717,9 +729,7 @@ static int write_count(struct bstack_conv *c, const struct bpf_bstack_rec_count 
 	if (kstack) {
 		c->chain[n++] = PERF_CONTEXT_KERNEL;
 		for (i = 0; i < kstack->nr; i++)
-			c->chain[n++] = kstack->kind == BPF_BSTACK_STACK_KERNEL_BID ?
-					bstack_conv__kernel_frame_ip(c, &bpf_bstack__user_frames(kstack)[i]) :
-					bpf_bstack__kernel_ips(kstack)[i];
+			c->chain[n++] = kernel_frame(c, kstack, i);
 	}
 	if (ustack) {
 		c->chain[n++] = PERF_CONTEXT_USER;
