@@ -33,14 +33,14 @@ PROFILERS = {
     "none": None,
     "record -g": ["record", "-e", "cpu-clock", "-F", "999", "-g"],
     "record dwarf": ["record", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf"],
-    "bstack": ["bstack", "record", "-F", "999"],
-    "bstack --interval": ["bstack", "record", "-F", "999", "--interval", "1000"],
-    "bstack --ip-stacks": ["bstack", "record", "-F", "999", "--ip-stacks"],
+    "bstack": ["bstack", "record", "-v", "-F", "999"],
+    "bstack --interval": ["bstack", "record", "-v", "-F", "999", "--interval", "1000"],
+    "bstack --ip-stacks": ["bstack", "record", "-v", "-F", "999", "--ip-stacks"],
 }
 # the churn's peers that see every task of it, whatever it forks
 SYSTEM_WIDE = {
     "record -a -g": ["record", "-a", "-e", "cpu-clock", "-F", "999", "-g"],
-    "bstack -a": ["bstack", "record", "-a", "-F", "999"],
+    "bstack -a": ["bstack", "record", "-v", "-a", "-F", "999"],
 }
 
 
