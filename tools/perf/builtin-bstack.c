@@ -1246,8 +1246,8 @@ int cmd_bstack(int argc, const char **argv)
 		"record", "report", "script", "inject", "merge", NULL
 	};
 	const char *bstack_usage[2] = { NULL, NULL };
-	int ret = -1;
 	size_t i;
+	int ret;
 
 	argc = parse_options_subcommand(argc, argv, bstack_options, subcommands,
 					bstack_usage, PARSE_OPT_STOP_AT_NON_OPTION);

@@ -796,6 +796,26 @@ void bpf_bstack__start(struct bpf_bstack *b, struct evlist *evlist, const char *
 	b->skel->bss->enabled = 1;
 }
 
+struct bpf_program *bpf_bstack__prog(struct bpf_bstack *b, int i)
+{
+	struct bpf_program *progs[BPF_BSTACK_PROGS] = {
+		b->skel->progs.on_sample, b->skel->progs.on_tracepoint,
+		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
+		b->skel->progs.on_exec, b->skel->progs.on_dl_change,
+	};
+
+	return progs[i];
+}
+
+int bpf_bstack__prog_info(struct bpf_program *prog, struct bpf_prog_info *info)
+{
+	__u32 len = sizeof(*info);
+	int fd = bpf_program__fd(prog);
+
+	memset(info, 0, sizeof(*info));
+	return fd < 0 ? fd : bpf_prog_get_info_by_fd(fd, info, &len);
+}
+
 /* Mark the DSOs a bstack sample of perf.data names, for HEADER_BUILD_ID */
 int bpf_bstack__mark_sample(struct bpf_bstack *b, struct machine *machine,
 			    struct evsel *evsel, struct perf_sample *sample)

@@ -793,19 +793,12 @@ static int write_jit_images(struct bstack_writer *w)
  */
 static u64 recursion_misses(struct bpf_bstack *b)
 {
-	struct bpf_program *progs[] = {
-		b->skel->progs.on_sample, b->skel->progs.on_tracepoint,
-		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
-	};
+	struct bpf_prog_info info;
 	u64 misses = 0;
-	size_t i;
+	int i;
 
-	for (i = 0; i < ARRAY_SIZE(progs); i++) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(progs[i]);
-
-		if (fd >= 0 && !bpf_prog_get_info_by_fd(fd, &info, &len))
+	for (i = 0; i < BPF_BSTACK_STACK_PROGS; i++) {
+		if (!bpf_bstack__prog_info(bpf_bstack__prog(b, i), &info))
 			misses += info.recursion_misses;
 	}
 	return misses;

@@ -74,6 +74,20 @@ struct bpf_bstack {
 	u32			nr_jit_pids, nr_jit_images, nr_jit_failed;
 };
 
+/*
+ * The BPF programs of a recording, BPF_BSTACK_PROGS of them, the
+ * BPF_BSTACK_STACK_PROGS that take stacks first; the kernel's counters of
+ * each (0), or an error
+ */
+#define BPF_BSTACK_STACK_PROGS	4
+#define BPF_BSTACK_PROGS	6
+
+struct bpf_prog_info;
+struct bpf_program;
+
+struct bpf_program *bpf_bstack__prog(struct bpf_bstack *b, int i);
+int bpf_bstack__prog_info(struct bpf_program *prog, struct bpf_prog_info *info);
+
 /* What was recorded and lost, at the end (bpf_bstack_summary.c) */
 void bpf_bstack__print_summary(struct bpf_bstack *b);
 

@@ -80,30 +80,22 @@ static void print_walk_cost(struct bpf_bstack *b, u64 stack_progs_ns, u64 taken)
 /* with kernel.bpf_stats_enabled=1, what each program that ran cost */
 static void print_prog_stats(struct bpf_bstack *b)
 {
-	struct bpf_program *progs[] = {
-		b->skel->progs.on_sample, b->skel->progs.on_tracepoint,
-		b->skel->progs.on_uprobe, b->skel->progs.on_switch,
-		b->skel->progs.on_exec, b->skel->progs.on_dl_change,
-	};
-	/* the first four take stacks */
-	const size_t nr_stack_progs = 4;
 	u64 taken = max(b->last_stats.stat[BPF_BSTACK_STAT_SAMPLES], 1ULL);
 	u64 stack_progs_ns = 0;
-	size_t i;
+	struct bpf_prog_info info;
+	struct bpf_program *prog;
+	int i;
 
-	for (i = 0; i < ARRAY_SIZE(progs); i++) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(progs[i]);
-
-		if (fd < 0 || bpf_prog_get_info_by_fd(fd, &info, &len) || !info.run_cnt)
+	for (i = 0; i < BPF_BSTACK_PROGS; i++) {
+		prog = bpf_bstack__prog(b, i);
+		if (bpf_bstack__prog_info(prog, &info) || !info.run_cnt)
 			continue;
-		if (i < nr_stack_progs)
+		if (i < BPF_BSTACK_STACK_PROGS)
 			stack_progs_ns += info.run_time_ns;
 		/* runs include hits of tasks the filter rejected */
 		fprintf(stderr,
 			"[ perf bstack: BPF program %s ran %llu times, %llu ns per run, %llu ns per sample taken ]\n",
-			bpf_program__name(progs[i]), (unsigned long long)info.run_cnt,
+			bpf_program__name(prog), (unsigned long long)info.run_cnt,
 			(unsigned long long)(info.run_time_ns / info.run_cnt),
 			(unsigned long long)(info.run_time_ns / taken));
 	}

@@ -457,7 +457,6 @@ double bpf_bstack__pct(u64 part, u64 total)
 	return total ? 100.0 * part / total : 0.0;
 }
 
-/* What the recorder lost, by cause, as both summaries print it */
 static int save_section(struct perf_file_section *section, struct perf_header *ph __maybe_unused,
 			int feat, int fd __maybe_unused, void *data)
 {
@@ -511,6 +510,7 @@ void bpf_bstack__keep_features(struct perf_header *header, const int *keep, size
 	perf_header__set_feat(header, HEADER_SAMPLE_TIME);
 }
 
+/* What the recorder lost, by cause, as both summaries print it */
 int bpf_bstack__scnprintf_lost(char *buf, size_t size, const u64 *stat)
 {
 	int n = scnprintf(buf, size, "lost %" PRIu64 " samples (counts map full), %" PRIu64
