@@ -654,6 +654,7 @@ static u32 add_file(struct bpf_bstack_cfi *cfi, const struct bpf_bstack_cfi_file
 {
 	struct bpf_bstack_cfi_file f = {};
 	struct bpf_bstack_cfi_file_id *k, *old;
+	char fd_path[32];
 	struct build_id bid;
 	u32 i;
 	int fd;
@@ -663,12 +664,17 @@ static u32 add_file(struct bpf_bstack_cfi *cfi, const struct bpf_bstack_cfi_file
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return BPF_BSTACK_CFI_NO_FILE;
-	if (filename__read_build_id(path, &bid) > 0 && bid.size <= sizeof(f.build_id)) {
+	/*
+	 * Read through the open file from here: path, in /proc/PID/map_files,
+	 * is gone as soon as the process exits or execs.
+	 */
+	snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
+	if (filename__read_build_id(fd_path, &bid) > 0 && bid.size <= sizeof(f.build_id)) {
 		memcpy(f.build_id, bid.data, bid.size);
 		f.build_id_size = bid.size;
 	}
 	/* first: the table is kept in the binary's directory of the cache */
-	save_binary(cfi, path, name, &f);
+	save_binary(cfi, fd_path, name, &f);
 	/* no room now: loaded when its code runs, making room then */
 	if (add_file_rows(cfi, &f, fd) == -ENOSPC) {
 		if (f.build_id_size) {
@@ -678,8 +684,8 @@ static u32 add_file(struct bpf_bstack_cfi *cfi, const struct bpf_bstack_cfi_file
 			cfi->nr_table_full++;
 		}
 	}
+	follow_dynamic_linker(cfi, fd_path, name);
 	close(fd);
-	follow_dynamic_linker(cfi, path, name);
 
 	k = malloc(sizeof(*k));
 	if (!k)
