@@ -97,10 +97,13 @@ def run_once(perf, argv, comm, tmp, system_wide=True, parts=False):
                        capture_output=True, text=True)
     if r.returncode:
         sys.exit("walk_cost: %s failed:\n%s" % (perf, r.stderr[-2000:]))
-    m = re.search(r"BPF program on_sample ran (\d+) times, (\d+) ns per run", r.stderr)
+    m = re.search(r"BPF program on_sample ran (\d+) times, (\d+) ns per run, "
+                  r"(\d+) ns per sample taken", r.stderr)
     if not m:
         sys.exit("walk_cost: no BPF figures from %s:\n%s" % (perf, r.stderr[-2000:]))
-    return (int(m.group(2)), int(m.group(1)), whole_share(data, comm)) + parse_parts(r.stderr)
+    # runs the program ended early (another task, filtered) count in the second
+    return ((int(m.group(2)), int(m.group(1)), whole_share(data, comm)) +
+            parse_parts(r.stderr) + (int(m.group(3)),))
 
 
 def parts_table(runs):
@@ -150,8 +153,9 @@ def main():
                     run = run_once(perf, argv, comm, tmp, not opts.no_system_wide,
                                    opts.parts)
                     runs.setdefault((name, label), []).append(run)
-                    print("%-8s %-30s %6d ns a run  %6d runs  %5.1f %% of %s whole" %
-                          (name, label, run[0], run[1], run[2], comm), flush=True)
+                    print("%-8s %-24s %6d ns a run  %6d runs  %6d ns a sample taken  "
+                          "%5.1f %% of %s whole" %
+                          (name, label, run[0], run[1], run[5], run[2], comm), flush=True)
                     if run[3]:
                         print("         parts: %s; %.1f user frames" % (
                             ", ".join("%s %d" % kv for kv in run[3].items()), run[4]),
@@ -159,18 +163,21 @@ def main():
     if opts.write:
         lines = ["## Walk cost", "",
                  "`python3 bench/walk_cost.py --repeats %d --files %d`: on_sample's ns a run "
-                 "(kernel bpf_stats) under `perf bstack record %s-F 499`, of `make -j2` over "
+                 "(kernel bpf_stats) and a sample taken (all runs' time over the samples that "
+                 "passed the filters) under `perf bstack record %s-F 499`, of `make -j2` over "
                  "%d generated C files with gcc -O2 (whole: the share of cc1's samples whose "
                  "user stack reaches its first frames) and of bench's cpu workload "
                  "(bench_work's); the perf builds' runs alternate." %
                  (opts.repeats, opts.files, "" if opts.no_system_wide else "-a ", opts.files),
                  "",
-                 "| workload | perf | ns a run (each run) | median | whole |",
-                 "|---|---|---|---|---|"]
+                 "| workload | perf | ns a run (each run) | median | ns a sample taken, median "
+                 "| whole |",
+                 "|---|---|---|---|---|---|"]
         for (name, label), vals in runs.items():
-            lines.append("| %s | %s | %s | %d | %s |" % (
+            lines.append("| %s | %s | %s | %d | %d | %s |" % (
                 name, label, ", ".join("{:,}".format(v[0]) for v in vals),
                 statistics.median(v[0] for v in vals),
+                statistics.median(v[5] for v in vals),
                 ", ".join("%.1f %%" % v[2] for v in vals)))
         if opts.parts:
             lines += parts_table(runs)

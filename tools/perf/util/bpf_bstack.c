@@ -297,9 +297,18 @@ static int open_evsel(struct bstack_source *ev, struct perf_cpu_map *cpus,
 static int open_sampling_event(struct bpf_bstack *b, struct bstack_source *ev, int idx,
 			       struct perf_cpu_map *cpus, struct target *target)
 {
+	struct perf_event_attr *attr = &ev->evsel->core.attr;
 	struct perf_cpu cpu;
 	int i, err;
 
+	/*
+	 * The program never selects the idle task of a task filter: do not
+	 * run it there.  A waking idle CPU's caches are cold, and a command's
+	 * samples of the CPUs it does not run on were half the program's runs
+	 * and a quarter of its time.  Software events alone honour it.
+	 */
+	if (b->skel->rodata->has_task && attr->type == PERF_TYPE_SOFTWARE)
+		attr->exclude_idle = 1;
 	err = open_evsel(ev, cpus, target);
 	if (err)
 		return err;

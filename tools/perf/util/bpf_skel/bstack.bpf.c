@@ -1349,10 +1349,11 @@ static __always_inline void time_no_walk(void)
  * The stacks of the current task into key, each stored once; the first
  * kern_skip kernel frames are the BPF machinery's.  At a system call
  * entry (syscall_entry), the kernel stack follows from the user stack.
+ * A hit in user mode (in_user) has no kernel stack: none is asked for.
  */
 static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 					struct bpf_bstack_stats *stats, __u64 kern_skip,
-					bool syscall_entry, __u64 *since)
+					bool syscall_entry, bool in_user, __u64 *since)
 {
 	/* the first walk may find the stack's memory colder: take turns */
 	bool ip_walk_first = time_walks() && stats &&
@@ -1374,27 +1375,34 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 	if (user_stack && time_walks())
 		time_no_walk();
 	part_done(since, BPF_BSTACK_PART_WALK);
-	if (kern_stack && syscall_entry && recall_kern_stack(key, stats)) {
+	if (!kern_stack || in_user) {
 		part_done(since, BPF_BSTACK_PART_KERNEL);
 		return;
 	}
-	if (kern_stack && kern_stacks_as_bid())
+	if (syscall_entry && recall_kern_stack(key, stats)) {
+		part_done(since, BPF_BSTACK_PART_KERNEL);
+		return;
+	}
+	if (kern_stacks_as_bid())
 		key->kern_stack = store_bid_stack(ctx, stats, false,
 						  kern_skip & BPF_F_SKIP_FIELD_MASK);
 	/* kern_build_id_failed may have been set just now */
-	if (kern_stack && !kern_stacks_as_bid())
+	if (!kern_stacks_as_bid())
 		key->kern_stack = store_ip_stack(ctx, stats, &bstack_kern_stacks,
 						 kern_skip & BPF_F_SKIP_FIELD_MASK,
 						 BPF_BSTACK_STAT_KERN_ERR,
 						 BPF_BSTACK_STAT_KERN_FULL,
 						 BPF_BSTACK_STAT_KERN_UNSTORED);
-	if (kern_stack && syscall_entry)
+	if (syscall_entry)
 		remember_kern_stack(key);
 	part_done(since, BPF_BSTACK_PART_KERNEL);
 }
 
-/* A hit of the event whose attach cookie is 'cookie' in the current task */
-static __always_inline int take_hit(void *ctx, __u64 cookie)
+/*
+ * A hit of the event whose attach cookie is 'cookie' in the current task,
+ * in user mode (in_user) or in the kernel
+ */
+static __always_inline int take_hit(void *ctx, __u64 cookie, bool in_user)
 {
 	struct bpf_bstack_key key = { .event = (__u32)cookie, };
 	__u64 pid_tgid, since = part_start();
@@ -1415,24 +1423,41 @@ static __always_inline int take_hit(void *ctx, __u64 cookie)
 	key.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
 	part_done(&since, BPF_BSTACK_PART_TASK);
-	take_stacks(ctx, &key, stats, 0, cookie & BPF_BSTACK_COOKIE_SYSCALL_ENTRY, &since);
+	take_stacks(ctx, &key, stats, 0, cookie & BPF_BSTACK_COOKIE_SYSCALL_ENTRY, in_user,
+		    &since);
 	count_key(&key, stats, 1);
 	part_done(&since, BPF_BSTACK_PART_COUNT);
 	nest_exit();
 	return 0;
 }
 
+/*
+ * The start of a sampling program's context on x86-64 (struct
+ * bpf_perf_event_data): the user-space ABI's struct pt_regs of what the
+ * sample interrupted.  Its fields are read whole, 8 bytes each.
+ */
+struct bstack_sample_regs {
+	__u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	__u64 ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+/* A sample that interrupted user space: its privilege level, cs's low bits */
+static __always_inline bool sample_in_user_mode(void *ctx)
+{
+	return (((struct bstack_sample_regs *)ctx)->cs & 3) == 3;
+}
+
 SEC("perf_event")
 int on_sample(void *ctx)
 {
-	return take_hit(ctx, bpf_get_attach_cookie(ctx));
+	return take_hit(ctx, bpf_get_attach_cookie(ctx), sample_in_user_mode(ctx));
 }
 
 /* attached by user space to each tracepoint of -e */
 SEC("tracepoint")
 int on_tracepoint(void *ctx)
 {
-	take_hit(ctx, bpf_get_attach_cookie(ctx));
+	take_hit(ctx, bpf_get_attach_cookie(ctx), false);
 	return 0;	/* the perf event of the tracepoint records nothing */
 }
 
@@ -1440,7 +1465,7 @@ int on_tracepoint(void *ctx)
 SEC("uprobe")
 int on_uprobe(struct pt_regs *ctx)
 {
-	take_hit(ctx, bpf_get_attach_cookie(ctx));
+	take_hit(ctx, bpf_get_attach_cookie(ctx), false);
 	return 0;
 }
 
@@ -1467,7 +1492,7 @@ static __always_inline void offcpu_start(void *ctx, struct task_struct *prev, __
 		return;
 	}
 	/* the program and bpf_trace_run4() */
-	take_stacks(ctx, &key, stats, 2, false, NULL);
+	take_stacks(ctx, &key, stats, 2, false, false, NULL);
 	oc->user_stack = key.user_stack;
 	oc->kern_stack = key.kern_stack;
 	oc->start_ns = now;
