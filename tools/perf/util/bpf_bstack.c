@@ -619,6 +619,18 @@ static int config_skel(struct bpf_bstack *b, struct target *target)
 	return config_task_filter(b, target);
 }
 
+/*
+ * --walk-cost: the programs' run time, whatever kernel.bpf_stats_enabled
+ * says, while the recording holds the fd; the summary compares the parts
+ * of a sample with it.
+ */
+static void enable_run_time_stats(struct bpf_bstack *b)
+{
+	b->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (b->stats_fd < 0)
+		pr_warning("--walk-cost: no BPF run time stats: %s\n", strerror(errno));
+}
+
 static int load_skel(struct bpf_bstack *b, struct target *target)
 {
 	int err;
@@ -653,6 +665,8 @@ static int load_skel(struct bpf_bstack *b, struct target *target)
 	err = bstack_bpf__attach(b->skel);
 	if (err)
 		pr_err("failed to attach the BPF programs: %s\n", strerror(-err));
+	else if (b->opts.walk_cost)
+		enable_run_time_stats(b);
 	return err;
 }
 
@@ -712,6 +726,8 @@ void bpf_bstack__delete(struct bpf_bstack *b)
 	bstack_bpf__destroy(b->skel);
 	if (b->timer_fd >= 0)
 		close(b->timer_fd);
+	if (b->stats_fd >= 0)
+		close(b->stats_fd);
 	hashmap__free(b->written);
 	hashmap__free(b->known_bids);
 	if (b->jit_maps) {
@@ -734,6 +750,7 @@ static struct bpf_bstack *bpf_bstack__new(const struct bpf_bstack_opts *opts)
 	if (!b)
 		return NULL;
 	b->timer_fd = -1;
+	b->stats_fd = -1;
 	b->written = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	b->known_bids = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);
 	b->jit_maps = hashmap__new(bpf_bstack__id_hash, bpf_bstack__id_equal, NULL);

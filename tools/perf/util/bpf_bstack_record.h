@@ -57,6 +57,7 @@ struct bpf_bstack {
 	/* a command given to record, not the 'sleep' of -d beside -p or -t */
 	bool			profile_workload;
 	int			timer_fd;	/* wakes the poll loop: drain_due() */
+	int			stats_fd;	/* --walk-cost: the kernel times programs */
 	struct ring_buffer	*wake;		/* the BPF program's: maps half full */
 	u64			nr_drains, nr_early_drains;	/* ... of these, maps filling */
 	/* user space state across drains */
