@@ -202,6 +202,12 @@ test_walk_cost() {
 		frames = $0; sub(/.*; /, "", frames); sub(/ user frames.*/, "", frames)
 		exit !(n == 6 && walk > 0 && frames >= 3 && sum <= total)
 	}' || fail "parts of a sample (on_sample ${total:-?} ns a sample): $line"
+	# a command's recording does not run the program for the idle task of
+	# the CPUs the command is not on: about one run a sample, not one a CPU
+	runs=$(sed -n 's/.*on_sample ran \([0-9]*\) times.*/\1/p' "$tmp/walk-cfi.err")
+	taken=$(sed -n 's/^\[ perf bstack: \([0-9]*\) samples,.*/\1/p' "$tmp/walk-cfi.err")
+	[ "${taken:-0}" -gt 0 ] && [ $((${runs:-0} * 2)) -le $((taken * 3)) ] ||
+		fail "on_sample ran ${runs:-?} times for ${taken:-?} samples of a command"
 	if $perf bstack record --walk-cost --ip-stacks -o "$tmp/walk-ip.data" -- true \
 		2> "$tmp/walk-ip.err"; then
 		fail "--walk-cost with --ip-stacks accepted"
