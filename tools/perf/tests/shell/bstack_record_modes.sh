@@ -219,7 +219,7 @@ test_walk_cost() {
 	if [ "$idle" -lt 40 ]; then
 		echo "  runs a sample not judged: the CPUs were idle $idle % of the time"
 	elif [ "${taken:-0}" -eq 0 ] || [ $((${runs:-0} * 2)) -gt $((taken * 3)) ]; then
-		fail "on_sample ran ${runs:-?} times for ${taken:-?} samples of a command ($idle % idle)"
+		fail "on_sample ran ${runs:-?} times for ${taken:-?} samples ($idle % idle)"
 	fi
 	if $perf bstack record --walk-cost --ip-stacks -o "$tmp/walk-ip.data" -- true \
 		2> "$tmp/walk-ip.err"; then
