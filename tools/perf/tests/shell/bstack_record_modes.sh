@@ -168,14 +168,14 @@ test_stack_kinds() {
 	grep -q '^COUNT ' "$tmp/user.script" || fail "no samples on CPU 0"
 }
 
-# --walk-cost (bench/kernel_cost.py) has the kernel walk each user stack
-# twice, as IPs and with build-ids, and times both: the build-id walk does
-# the IP walk's work and more.  The recording is the one without it.
 # All CPUs' jiffies, then those idle (idle and iowait), from /proc/stat
 cpu_jiffies() {
 	awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat
 }
 
+# --walk-cost (bench/kernel_cost.py) has the kernel walk each user stack
+# twice, as IPs and with build-ids, and times both: the build-id walk does
+# the IP walk's work and more.  The recording is the one without it.
 test_walk_cost() {
 	echo "--walk-cost times both walks of the same user stacks"
 	$perf bstack record -F 999 --no-cfi --walk-cost -o "$tmp/walk.data" -- \

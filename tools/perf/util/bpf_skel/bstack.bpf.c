@@ -1375,11 +1375,7 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 	if (user_stack && time_walks())
 		time_no_walk();
 	part_done(since, BPF_BSTACK_PART_WALK);
-	if (!kern_stack || in_user) {
-		part_done(since, BPF_BSTACK_PART_KERNEL);
-		return;
-	}
-	if (syscall_entry && recall_kern_stack(key, stats)) {
+	if (!kern_stack || in_user || (syscall_entry && recall_kern_stack(key, stats))) {
 		part_done(since, BPF_BSTACK_PART_KERNEL);
 		return;
 	}
