@@ -842,6 +842,8 @@ int bpf_bstack_cfi__load_pid(struct bpf_bstack_cfi *cfi, int pid)
 
 	err = bpf_map_update_elem(bpf_map__fd(cfi->skel->maps.bstack_cfi_procs), &key, proc,
 				  BPF_ANY);
+	/* the BPF program's walks recalled were of the mappings before */
+	__atomic_fetch_add(&cfi->skel->bss->procs_gen, 1, __ATOMIC_SEQ_CST);
 	free(proc);
 	if (err) {
 		cfi->nr_load_errors++;

@@ -110,9 +110,10 @@ static void print_unwind_summary(struct bpf_bstack *b, const u64 *s)
 	if (!b->cfi)
 		return;
 	fprintf(stderr, "[ perf bstack: user stacks: %" PRIu64 " walked with unwind tables", cfi);
-	fprintf(stderr, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer",
+	fprintf(stderr, " (%.1f%% to the bottom, %" PRIu64 " of them the CPU's last walk again)",
 		bpf_bstack__pct(s[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
-		s[BPF_BSTACK_STAT_FP_STACKS]);
+		s[BPF_BSTACK_STAT_CFI_WALKS_RECALLED]);
+	fprintf(stderr, ", %" PRIu64 " by frame pointer", s[BPF_BSTACK_STAT_FP_STACKS]);
 	fprintf(stderr, " (tables not loaded yet: %" PRIu64 " of them after new code was mapped,",
 		s[BPF_BSTACK_STAT_CFI_NO_MAP]);
 	fprintf(stderr, " %" PRIu64 " inside execve()", s[BPF_BSTACK_STAT_CFI_IN_EXEC]);

@@ -61,6 +61,7 @@ static const char * const stat_names[BPF_BSTACK_STAT_MAX] = {
 	[BPF_BSTACK_STAT_CFI_REG_UNKNOWN] = "table walks ended: CFA from a saved register",
 	[BPF_BSTACK_STAT_CFI_TRAMPOLINES] = "frames stepped through CPython's perf trampolines",
 	[BPF_BSTACK_STAT_CFI_ROWS_RECALLED] = "frames whose unwind rule was recalled, not searched",
+	[BPF_BSTACK_STAT_CFI_WALKS_RECALLED] = "user stacks recalled from the CPU's last walk",
 };
 
 /* User (or kernel) stacks lost, for whatever reason, by the counters */

@@ -601,9 +601,11 @@ void bpf_bstack__summary_fprintf(const struct bpf_bstack_summary *s, FILE *fp)
 		u64 cfi = s->stat[BPF_BSTACK_STAT_CFI_STACKS];
 
 		fprintf(fp, "# bstack: user stacks: %" PRIu64 " walked with unwind tables", cfi);
-		fprintf(fp, " (%.1f%% to the bottom), %" PRIu64 " by frame pointer",
+		fprintf(fp, " (%.1f%% to the bottom, %" PRIu64
+			" of them the CPU's last walk again)",
 			bpf_bstack__pct(s->stat[BPF_BSTACK_STAT_CFI_COMPLETE], cfi),
-			s->stat[BPF_BSTACK_STAT_FP_STACKS]);
+			s->stat[BPF_BSTACK_STAT_CFI_WALKS_RECALLED]);
+		fprintf(fp, ", %" PRIu64 " by frame pointer", s->stat[BPF_BSTACK_STAT_FP_STACKS]);
 		if (s->stat[BPF_BSTACK_STAT_CFI_IN_EXEC])
 			fprintf(fp, " (%" PRIu64 " of them inside execve())",
 				s->stat[BPF_BSTACK_STAT_CFI_IN_EXEC]);

@@ -7,13 +7,15 @@
  * time (off-CPU).  Frame pointers everywhere, as in bstack_work, but in
  * the nop function, a leaf that pushes nothing.  With DEPTH, the calls
  * are made from that many frames of recursion: a stack deeper than the
- * one perf bstack asks for first.
+ * one perf bstack asks for first.  With "twins", the calls alternate, two
+ * by two, between two callers of the same code.
  *
- * usage: bstack_events CALLS CHILDREN SLEEP_MS [DEPTH]
+ * usage: bstack_events CALLS CHILDREN SLEEP_MS [DEPTH | twins]
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -75,6 +77,36 @@ void bstack_events_caller(unsigned long calls)
 	}
 }
 
+/*
+ * Twins: the same code twice, called from one call site.  The target's
+ * hits from either have the same registers and stack but for one word,
+ * the return address into the twin: a stack recalled from the last hit
+ * on the strength of the registers alone would be the other twin's.
+ */
+void bstack_events_twin_a(unsigned long i)
+{
+	bstack_events_target(i);
+	asm volatile("" : : : "memory");	/* no tail call */
+}
+
+void bstack_events_twin_b(unsigned long i)
+{
+	bstack_events_target(i);
+	asm volatile("" : : : "memory");
+}
+
+void bstack_events_twins(unsigned long calls)
+{
+	void (*twin)(unsigned long i);
+	unsigned long i;
+
+	for (i = 0; i < calls; i++) {
+		twin = (i >> 1) & 1 ? bstack_events_twin_b : bstack_events_twin_a;
+		asm("" : "+r"(twin));	/* one call site, through a register */
+		twin(i);
+	}
+}
+
 void bstack_events_deep(unsigned long depth, unsigned long calls)
 {
 	if (depth)
@@ -126,14 +158,16 @@ int main(int argc, char **argv)
 	pthread_t thread;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s CALLS CHILDREN SLEEP_MS [DEPTH]\n", argv[0]);
+		fprintf(stderr, "usage: %s CALLS CHILDREN SLEEP_MS [DEPTH | twins]\n", argv[0]);
 		return 2;
 	}
 	if (pthread_create(&thread, NULL, bstack_events_sleeper,
 			   (void *)strtoul(argv[3], NULL, 0)))
 		return 1;
 	depth = argc > 4 ? strtoul(argv[4], NULL, 0) : 0;
-	if (depth)
+	if (argc > 4 && !strcmp(argv[4], "twins"))
+		bstack_events_twins(strtoul(argv[1], NULL, 0));
+	else if (depth)
 		bstack_events_deep(depth - 1, strtoul(argv[1], NULL, 0));
 	else
 		bstack_events_caller(strtoul(argv[1], NULL, 0));

@@ -208,6 +208,30 @@ test_uprobe_storm() {
 	[ "$bad" = 0 ] || fail "$bad uprobe stacks are not the call site's"
 }
 
+# a hit with the registers of the CPU's last walk is not walked again if
+# the words that walk read are still there: half the twins' hits are
+# recalled, and none takes the other twin's stack
+test_recalled_walks() {
+	n=100000
+	echo "$n uprobe hits from two callers of the same code, two by two, each has its own"
+	perf --buildid-dir "$cache" bstack record -o "$tmp/twins.data" \
+		--uprobe "$tmp/bstack_events.kept:bstack_events_target" -- \
+		"$tmp/bstack_events.kept" $n 0 0 twins > /dev/null 2> "$tmp/twins.err" ||
+		{ fail "record of the twins: $(tail -1 "$tmp/twins.err")"; return; }
+	perf --buildid-dir "$cache" bstack report -i "$tmp/twins.data" --folded \
+		> "$tmp/twins.folded" 2> /dev/null
+	for twin in a b; do
+		hits=$(bstack_folded_sum "$tmp/twins.folded" \
+		       ";main;bstack_events_twins;bstack_events_twin_$twin;bstack_events_target ")
+		[ "$hits" = $((n / 2)) ] || fail "$hits hits from bstack_events_twin_$twin," \
+			"not $((n / 2)): $(head -3 "$tmp/twins.folded")"
+	done
+	recalled=$(perf bstack script -i "$tmp/twins.data" 2> /dev/null |
+		   sed -n "s/^  user stacks recalled from the CPU's last walk *\([0-9]*\)$/\1/p")
+	[ "${recalled:-0}" -ge $((n * 2 / 5)) ] ||
+		fail "${recalled:-no} of $n hits recalled from the last walk, not about half"
+}
+
 # the kernel stack at a system call's entry tracepoint is walked once per
 # user stack and remembered, also across drains, which take it out of
 # its map: every hit still has the entry path under its own user stack
@@ -238,6 +262,7 @@ test_syscall_entry() {
 test_uprobe
 test_uprobe_nop5
 test_uprobe_storm
+test_recalled_walks
 test_syscall_entry
 test_deep_stack
 test_execve

@@ -214,6 +214,19 @@ struct {
 	__uint(max_entries, 8192);
 } bstack_kern_memo SEC(".maps");
 
+/* the last of them recalled on each CPU: a loop hits the same one again */
+struct bpf_bstack_memo_last {
+	struct bpf_bstack_memo_key key;
+	__u64 kern_stack;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bpf_bstack_memo_last);
+	__uint(max_entries, BPF_BSTACK_MAX_NEST);
+} bstack_kern_memo_last SEC(".maps");
+
 /* tgids (or tids) to sample, resized from user space */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -247,6 +260,11 @@ __u64 counts_added[2];
 __u64 stacks_added;
 /* processes forgotten: the tables of their files may be reclaimed now */
 __u64 procs_freed;
+/*
+ * Bumped after each change of bstack_cfi_procs or bstack_cfi_changed, by
+ * BPF and user space: a walk recalled is of mappings that did not change
+ */
+__u64 procs_gen;
 int wake_sent;		/* since the last drain */
 
 /* set before load */
@@ -375,6 +393,12 @@ static __always_inline void stat_inc(struct bpf_bstack_stats *stats, int idx, __
 		stats->stat[idx] += n;
 }
 
+/* A process's mappings changed, or its process is gone: no walk is recalled across */
+static __always_inline void procs_changed(void)
+{
+	__sync_fetch_and_add(&procs_gen, 1);
+}
+
 /* The index of this program's scratch buffers: how many of ours it interrupted */
 static __always_inline __u32 nest_level(void)
 {
@@ -469,6 +493,12 @@ static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 	return 0;
 }
 
+/* The map of user stacks of nr frames */
+static __always_inline void *user_stack_map(__u32 nr)
+{
+	return nr <= short_frames ? (void *)&bstack_user_short_stacks : (void *)&bstack_user_stacks;
+}
+
 /* Hash the nr frames of buf and store them, once */
 static __always_inline __u64 store_frames(struct bpf_bstack_user_stack *buf, __u32 nr,
 					  struct bpf_bstack_stats *stats, bool user)
@@ -499,12 +529,7 @@ static __always_inline __u64 store_frames(struct bpf_bstack_user_stack *buf, __u
 	}
 	buf->nr = nr;
 	/* the hash covers nr: a stack is always looked for in the same map */
-	if (!user)
-		map = &bstack_kern_bid_stacks;
-	else if (nr <= short_frames)
-		map = &bstack_user_short_stacks;
-	else
-		map = &bstack_user_stacks;
+	map = user ? user_stack_map(nr) : &bstack_kern_bid_stacks;
 	return store_stack(map, h, buf, stats,
 			   user ? BPF_BSTACK_STAT_USER_FULL : BPF_BSTACK_STAT_KERN_FULL,
 			   user ? BPF_BSTACK_STAT_USER_UNSTORED : BPF_BSTACK_STAT_KERN_UNSTORED);
@@ -625,6 +650,37 @@ static __always_inline __u64 probed_pc(struct task_struct *task, __u64 pc)
 #define CFI_WINDOW	512
 
 /*
+ * A walk to the bottom of the stack, as far as it depended on the sample:
+ * its registers and the words of the stack it read.  A hit with the same
+ * registers, in the same process with the same mappings, that finds the
+ * same words at the same addresses, has the same stack: a loop that hits
+ * an event again and again has it walked once.  Walks that read anything
+ * else (another register, code, a signal frame) or stepped other than by
+ * a rule are not remembered, nor are more reads than fit: recalled, they
+ * would not count what they did.
+ */
+#define CFI_LAST_READS	16
+/*
+ * The words are read again in one copy from the lowest to the highest: a
+ * copy costs about as much as 500 bytes more of it
+ */
+#define CFI_LAST_SPAN	1024
+
+struct cfi_last_walk {
+	__u64 pc, sp, bp;
+	__u64 procs_gen;	/* procs_gen before it looked its process's mappings up */
+	__u64 hash;		/* of its stack, stored */
+	__u32 tgid;
+	__u32 nr;		/* its frames, 0: no walk to recall */
+	__u32 now;		/* w->now at the walk: tables' used stamps stay fresh */
+	__u32 nr_reads;		/* > CFI_LAST_READS: not to be remembered */
+	__u64 lo, hi;		/* the stack it read, from the first byte to past the last */
+	__u64 addr[CFI_LAST_READS];
+	__u64 val[CFI_LAST_READS];
+	__u8 stack[CFI_LAST_SPAN];	/* a recall's copy of lo..hi */
+};
+
+/*
  * The state of a walk.  It lives in a map, not on the BPF stack: the
  * verifier does not follow the values of map memory, so the loops over
  * frames and the binary searches converge at once instead of being
@@ -641,12 +697,14 @@ struct cfi_walk {
 	__u32 lo, hi;		/* of a binary search */
 	__u32 now;		/* bpf_ktime_get_ns() >> 30, to stamp the tables used */
 	__u64 regs;		/* the sample's user registers (struct pt_regs *) */
+	__u64 procs_gen;	/* procs_gen as the hit began */
 	struct bpf_bstack_cfi_row row;	/* the rule of this frame */
 	__u32 map_hint;		/* the mapping of the frame before */
 	bool exact;		/* pc is not a return address: the leaf, or after a signal */
 	bool guessed;		/* pc came from a frame pointer where no rule was */
 	__u64 win_base;		/* user address of win, 1: none */
 	__u8 win[CFI_WINDOW];	/* the user stack there */
+	struct cfi_last_walk last;
 };
 
 struct {
@@ -795,7 +853,7 @@ static __always_inline int read_word(__u64 *val, __u64 addr)
 }
 
 /* A word of the user stack, through the walk's window */
-static __always_inline int read_stack(struct cfi_walk *w, __u64 *val, __u64 addr)
+static __always_inline int read_window(struct cfi_walk *w, __u64 *val, __u64 addr)
 {
 	__u64 base = addr & ~(__u64)(CFI_WINDOW - 1);
 	__u32 off = addr & (CFI_WINDOW - 1);
@@ -810,6 +868,33 @@ static __always_inline int read_stack(struct cfi_walk *w, __u64 *val, __u64 addr
 		w->win_base = base;
 	}
 	__builtin_memcpy(val, &w->win[off], sizeof(*val));
+	return 0;
+}
+
+/* The walk cannot be recalled: it depended on more than the words it read */
+static __always_inline void walk_not_recallable(struct cfi_walk *w)
+{
+	w->last.nr_reads = CFI_LAST_READS + 1;
+}
+
+/* A word of the user stack, noted for the walk's recall */
+static __always_inline int read_stack(struct cfi_walk *w, __u64 *val, __u64 addr)
+{
+	__u32 i = w->last.nr_reads;
+
+	if (read_window(w, val, addr))
+		return -1;
+	if (i < CFI_LAST_READS) {
+		w->last.addr[i] = addr;
+		w->last.val[i] = *val;
+		w->last.nr_reads = i + 1;
+		if (addr < w->last.lo)
+			w->last.lo = addr;
+		if (addr + sizeof(*val) > w->last.hi)
+			w->last.hi = addr + sizeof(*val);
+	} else {
+		walk_not_recallable(w);
+	}
 	return 0;
 }
 
@@ -832,6 +917,7 @@ static __always_inline void add_frame(struct cfi_walk *w, struct bpf_bstack_user
 		f->status = BPF_STACK_BUILD_ID_IP;
 		__builtin_memset(f->build_id, 0, sizeof(f->build_id));
 		f->ip = w->pc;
+		walk_not_recallable(w);
 	}
 	w->nr = idx + 1;
 }
@@ -842,6 +928,7 @@ static __always_inline int fp_step(struct cfi_walk *w, struct bpf_bstack_stats *
 	__u64 ra, bp;
 
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_FP_FRAMES, 1);
+	walk_not_recallable(w);
 	if (w->bp <= w->sp)
 		return BPF_BSTACK_STAT_CFI_BAD_RULE;
 	if (read_stack(w, &bp, w->bp) || read_stack(w, &ra, w->bp + 8))
@@ -869,6 +956,7 @@ static __always_inline int trampoline_step(struct cfi_walk *w, struct bpf_bstack
 {
 	__u64 code, ra;
 
+	walk_not_recallable(w);
 	if (w->exact || read_word(&code, w->pc - 2) ||
 	    (code & 0xffff) != PY_TRAMPOLINE_CALL ||
 	    ((code >> 16) & 0xffffffffffULL) != PY_TRAMPOLINE_RET)
@@ -900,6 +988,7 @@ static __always_inline int guess_step(struct cfi_walk *w, struct bpf_bstack_stat
 /* The registers a signal interrupted, saved in the ucontext at sp */
 static __always_inline int signal_step(struct cfi_walk *w)
 {
+	walk_not_recallable(w);
 	if (read_word(&w->bp, w->sp + UC_MCONTEXT_RBP) ||
 	    read_word(&w->pc, w->sp + UC_MCONTEXT_RIP) ||
 	    read_word(&w->sp, w->sp + UC_MCONTEXT_RSP))
@@ -955,6 +1044,7 @@ static __always_inline int reg_value(struct cfi_walk *w, __u32 regno, __u64 *val
 		*val = w->bp;
 		return 0;
 	}
+	walk_not_recallable(w);
 	off = reg_offset(regno);
 	if (!w->regs || off == (__u32)-1)
 		return BPF_BSTACK_STAT_CFI_REG_UNKNOWN;
@@ -1061,6 +1151,7 @@ static __always_inline void ask_table(struct cfi_walk *w, __u32 i,
 	__u32 now = ask.time >> 24;
 
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_FP_UNLOADED, 1);
+	walk_not_recallable(w);
 	if (file->asked == now)
 		return;
 	file->asked = now;
@@ -1123,11 +1214,77 @@ static __always_inline void ask_mappings(__u32 tgid)
 }
 
 /*
+ * The stack of this CPU's last walk into *hash, if this hit is where that
+ * walk began, in the same process, no process's mappings changed since,
+ * it finds the same words on the stack, and the stack is still stored (a
+ * drain may have forgotten it since).  Two lookups of the process's
+ * mappings and its changes would cost as much as the rest of the recall.
+ */
+static __always_inline bool recall_walk(struct cfi_walk *w, __u64 *hash,
+					struct bpf_bstack_stats *stats)
+{
+	struct cfi_last_walk *last = &w->last;
+	__u64 val, span = last->hi - last->lo, off;
+	__u32 i, nr = last->nr;
+
+	if (!nr || last->tgid != w->tgid || last->pc != w->pc || last->sp != w->sp ||
+	    last->bp != w->bp || last->procs_gen != w->procs_gen || last->now != w->now)
+		return false;
+	if (span > CFI_LAST_SPAN || bpf_probe_read_user(last->stack, span, (void *)last->lo))
+		return false;
+	for (i = 0; i < CFI_LAST_READS; i++) {
+		if (i >= last->nr_reads)
+			break;
+		off = last->addr[i] - last->lo;
+		if (off > CFI_LAST_SPAN - sizeof(val))
+			return false;
+		__builtin_memcpy(&val, &last->stack[off], sizeof(val));
+		if (val != last->val[i])
+			return false;
+	}
+	if (!bpf_map_lookup_elem(user_stack_map(nr), &last->hash))
+		return false;
+	*hash = last->hash;
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_COMPLETE, 1);
+	stat_inc(stats, BPF_BSTACK_STAT_USER_FRAMES, nr);
+	stat_inc(stats, BPF_BSTACK_STAT_CFI_WALKS_RECALLED, 1);
+	return true;
+}
+
+/* Start a walk from w's registers, noting what it reads for its recall */
+static __always_inline void start_walk(struct cfi_walk *w)
+{
+	struct cfi_last_walk *last = &w->last;
+
+	last->nr = 0;
+	last->nr_reads = 0;
+	last->lo = -1;
+	last->hi = 0;
+	last->pc = w->pc;
+	last->sp = w->sp;
+	last->bp = w->bp;
+	last->tgid = w->tgid;
+	last->now = w->now;
+	last->procs_gen = w->procs_gen;
+}
+
+/* Remember a walk to the bottom that depended on nothing but what it noted */
+static __always_inline void remember_walk(struct cfi_walk *w, __u64 hash)
+{
+	if (w->end == BPF_BSTACK_STAT_CFI_COMPLETE && hash &&
+	    w->last.nr_reads <= CFI_LAST_READS && w->last.hi - w->last.lo <= CFI_LAST_SPAN) {
+		w->last.hash = hash;
+		w->last.nr = w->nr;
+	}
+}
+
+/*
  * The user stack walked with the unwind tables into *hash (0: none), or
  * false when the process has no tables yet: then the kernel walks it.
  */
 static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u64 *hash,
-					    __u64 *since)
+					    __u64 now, __u64 *since)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs___bstack *regs;
@@ -1140,12 +1297,26 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	int i;
 
 	w = bpf_map_lookup_elem(&bstack_cfi_walk, &level);
-	if (!w)
+	if (!w || !task->mm)
 		return false;
 	tgid = bpf_get_current_pid_tgid() >> 32;
+	/* before the lookups: a change after them is seen by the next hit's recall */
+	w->procs_gen = procs_gen;
+	regs = (struct pt_regs___bstack *)bpf_task_pt_regs(task);
+	w->tgid = tgid;
+	/* loads through the kernel's pointers, not probe reads: cheaper, as safe */
+	w->pc = probed_pc(task, regs->ip);
+	w->sp = regs->sp;
+	w->bp = regs->bp;
+	w->win_base = 1;
+	w->now = now >> 30;
+	if (recall_walk(w, hash, stats)) {
+		part_done(since, BPF_BSTACK_PART_MAPPINGS);
+		part_done(since, BPF_BSTACK_PART_WALK);
+		part_done(since, BPF_BSTACK_PART_USER_STORE);
+		return true;
+	}
 	proc = bpf_map_lookup_elem(&bstack_cfi_procs, &tgid);
-	if (!task->mm)
-		return false;
 	/* read before an exec, a dlopen() or dlclose(): other code may be there now */
 	changed = bpf_map_lookup_elem(&bstack_cfi_changed, &tgid);
 	stale = proc && changed && *changed > proc->read_ns;
@@ -1171,21 +1342,14 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	buf = bpf_map_lookup_elem(&bstack_user_buf, &level);
 	if (!buf)
 		return false;
-	regs = (struct pt_regs___bstack *)bpf_task_pt_regs(task);
-	w->tgid = tgid;
-	/* loads through the kernel's pointers, not probe reads: cheaper, as safe */
-	w->pc = probed_pc(task, regs->ip);
-	w->sp = regs->sp;
-	w->bp = regs->bp;
 	w->regs = (__u64)regs;
 	w->exact = true;
 	w->guessed = false;
-	w->win_base = 1;
-	w->now = bpf_ktime_get_ns() >> 30;
 	w->max = max_depth();
 	w->nr = 0;
 	w->end = 0;
 	part_done(since, BPF_BSTACK_PART_MAPPINGS);
+	start_walk(w);
 	/*
 	 * An open-coded loop, not bpf_loop(): the process's mappings, found
 	 * once, stay at hand instead of being looked up for every frame
@@ -1207,6 +1371,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
 	stat_inc(stats, w->end, 1);
 	*hash = store_frames(buf, w->nr, stats, true);
+	remember_walk(w, *hash);
 	part_done(since, BPF_BSTACK_PART_USER_STORE);
 	return true;
 }
@@ -1246,10 +1411,9 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 }
 
 static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
-				      struct bpf_bstack_stats *stats, __u64 weight)
+				      struct bpf_bstack_stats *stats, __u64 weight, __u64 now)
 {
 	struct bpf_bstack_count *val, init = { .count = weight, };
-	__u64 now = bpf_ktime_get_ns();
 	long err;
 
 	val = bpf_map_lookup_elem(counts, key);
@@ -1276,13 +1440,14 @@ static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
 	val->last_ns = now;
 }
 
+/* Count weight for key, at time now */
 static __always_inline void count_key(struct bpf_bstack_key *key,
-				      struct bpf_bstack_stats *stats, __u64 weight)
+				      struct bpf_bstack_stats *stats, __u64 weight, __u64 now)
 {
 	if (active_counts)
-		count_hit(&bstack_counts1, key, stats, weight);
+		count_hit(&bstack_counts1, key, stats, weight, now);
 	else
-		count_hit(&bstack_counts0, key, stats, weight);
+		count_hit(&bstack_counts0, key, stats, weight, now);
 }
 
 /* Kernel stacks as (build-id, offset): asked for, and this kernel has them */
@@ -1305,14 +1470,24 @@ static __always_inline bool recall_kern_stack(struct bpf_bstack_key *key,
 					      struct bpf_bstack_stats *stats)
 {
 	struct bpf_bstack_memo_key mk = { .user_stack = key->user_stack, .event = key->event, };
+	struct bpf_bstack_memo_last *last;
+	__u32 level = nest_level();
 	__u64 *h;
 
 	if (!key->user_stack)
 		return false;
-	h = bpf_map_lookup_elem(&bstack_kern_memo, &mk);
+	last = bpf_map_lookup_elem(&bstack_kern_memo_last, &level);
+	if (last && last->key.user_stack == mk.user_stack && last->key.event == mk.event)
+		h = &last->kern_stack;
+	else
+		h = bpf_map_lookup_elem(&bstack_kern_memo, &mk);
 	if (!h || !bpf_map_lookup_elem(kern_stack_map(), h))
 		return false;
 	key->kern_stack = *h;
+	if (last && h != &last->kern_stack) {
+		last->key = mk;
+		last->kern_stack = *h;
+	}
 	stat_inc(stats, BPF_BSTACK_STAT_KERN_RECALLED, 1);
 	return true;
 }
@@ -1353,7 +1528,8 @@ static __always_inline void time_no_walk(void)
  */
 static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 					struct bpf_bstack_stats *stats, __u64 kern_skip,
-					bool syscall_entry, bool in_user, __u64 *since)
+					bool syscall_entry, bool in_user, __u64 now,
+					__u64 *since)
 {
 	/* the first walk may find the stack's memory colder: take turns */
 	bool ip_walk_first = time_walks() && stats &&
@@ -1361,7 +1537,8 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 
 	if (user_stack && ip_walk_first)
 		time_ip_walk(ctx);
-	if (user_stack && user_build_id && cfi && store_cfi_stack(stats, &key->user_stack, since))
+	if (user_stack && user_build_id && cfi &&
+	    store_cfi_stack(stats, &key->user_stack, now, since))
 		;	/* walked with the tables */
 	else if (user_stack && user_build_id)
 		key->user_stack = store_bid_stack(ctx, stats, true, 0);
@@ -1401,7 +1578,7 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 static __always_inline int take_hit(void *ctx, __u64 cookie, bool in_user)
 {
 	struct bpf_bstack_key key = { .event = (__u32)cookie, };
-	__u64 pid_tgid, since = part_start();
+	__u64 pid_tgid, now, since = part_start();
 	struct bpf_bstack_stats *stats;
 	__u32 zero = 0;
 
@@ -1412,6 +1589,8 @@ static __always_inline int take_hit(void *ctx, __u64 cookie, bool in_user)
 	if (!nest_enter(stats))
 		return 0;
 	stat_inc(stats, BPF_BSTACK_STAT_SAMPLES, 1);
+	/* one clock read for the hit: the tables' stamps and the count's time */
+	now = bpf_ktime_get_ns();
 
 	pid_tgid = bpf_get_current_pid_tgid();
 	key.pid = pid_tgid >> 32;
@@ -1420,8 +1599,8 @@ static __always_inline int take_hit(void *ctx, __u64 cookie, bool in_user)
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
 	part_done(&since, BPF_BSTACK_PART_TASK);
 	take_stacks(ctx, &key, stats, 0, cookie & BPF_BSTACK_COOKIE_SYSCALL_ENTRY, in_user,
-		    &since);
-	count_key(&key, stats, 1);
+		    now, &since);
+	count_key(&key, stats, 1, now);
 	part_done(&since, BPF_BSTACK_PART_COUNT);
 	nest_exit();
 	return 0;
@@ -1488,7 +1667,7 @@ static __always_inline void offcpu_start(void *ctx, struct task_struct *prev, __
 		return;
 	}
 	/* the program and bpf_trace_run4() */
-	take_stacks(ctx, &key, stats, 2, false, false, NULL);
+	take_stacks(ctx, &key, stats, 2, false, false, now, NULL);
 	oc->user_stack = key.user_stack;
 	oc->kern_stack = key.kern_stack;
 	oc->start_ns = now;
@@ -1514,7 +1693,7 @@ static __always_inline void offcpu_end(struct task_struct *next, __u64 now)
 	key.cpu = bpf_get_smp_processor_id();
 	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);
 	if (key.user_stack || key.kern_stack)
-		count_key(&key, stats, now - oc->start_ns);
+		count_key(&key, stats, now - oc->start_ns, now);
 	oc->start_ns = 0;
 }
 
@@ -1580,6 +1759,7 @@ int on_newtask_cfi(u64 *ctx)
 		bpf_map_update_elem(&bstack_cfi_procs, &child, proc, BPF_ANY);
 	else
 		bpf_map_delete_elem(&bstack_cfi_procs, &child);	/* of a reused pid */
+	procs_changed();
 	return 0;
 }
 
@@ -1686,7 +1866,10 @@ static __always_inline bool read_mappings(__u32 tgid)
 			break;
 		}
 	}
-	return complete && !bpf_map_update_elem(&bstack_cfi_procs, &tgid, proc, BPF_ANY);
+	if (!complete || bpf_map_update_elem(&bstack_cfi_procs, &tgid, proc, BPF_ANY))
+		return false;
+	procs_changed();
+	return true;
 }
 
 /*
@@ -1700,6 +1883,7 @@ static __always_inline void mappings_changed(__u32 tgid)
 	bool done;
 
 	bpf_map_update_elem(&bstack_cfi_changed, &tgid, &now, BPF_ANY);
+	procs_changed();
 
 	if (nest_enter(bpf_map_lookup_elem(&bstack_stats, &zero))) {
 		done = read_mappings(tgid);
@@ -1708,6 +1892,7 @@ static __always_inline void mappings_changed(__u32 tgid)
 			return;
 	}
 	bpf_map_delete_elem(&bstack_cfi_procs, &tgid);
+	procs_changed();
 	bpf_map_delete_elem(&bstack_cfi_asked, &tgid);
 	ask_mappings(tgid);
 }
@@ -1756,8 +1941,10 @@ int on_free(u64 *ctx)
 		return 0;
 	pid = task->tgid;
 	/* its mappings: the tables of files no process maps any more can go */
-	if (cfi && !bpf_map_delete_elem(&bstack_cfi_procs, &pid))
+	if (cfi && !bpf_map_delete_elem(&bstack_cfi_procs, &pid)) {
 		__sync_fetch_and_add(&procs_freed, 1);
+		procs_changed();
+	}
 	if (has_task && uses_tgid)
 		bpf_map_delete_elem(&bstack_task_filter, &pid);
 	return 0;

@@ -75,6 +75,9 @@ enum bpf_bstack_stat {
 	BPF_BSTACK_STAT_CFI_ROWS_RECALLED, /* frames whose rule came from the per-CPU memo of
 					    * recent rules, not the table
 					    */
+	BPF_BSTACK_STAT_CFI_WALKS_RECALLED, /* user stacks of the CPU's last walk, as
+					     * the hit had its registers and stack
+					     */
 	BPF_BSTACK_STAT_MAX,
 };
 
