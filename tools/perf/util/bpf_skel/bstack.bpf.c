@@ -1310,8 +1310,8 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->bp = regs->bp;
 	w->win_base = 1;
 	w->now = now >> 30;
+	part_done(since, BPF_BSTACK_PART_MAPPINGS);
 	if (recall_walk(w, hash, stats)) {
-		part_done(since, BPF_BSTACK_PART_MAPPINGS);
 		part_done(since, BPF_BSTACK_PART_WALK);
 		part_done(since, BPF_BSTACK_PART_USER_STORE);
 		return true;
