@@ -20,6 +20,12 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+/*
+ * Loop turns of each of the main loop's and a library's spins, about 3 ms
+ * each: at 99 Hz, a 3-second run has some 20 samples in each (with 3 M
+ * turns, 5: one run in 150 had none in the library)
+ */
+#define BSTACK_WORK_SPIN	12000000UL
 
 static double bstack_work_now(void)
 {
@@ -72,7 +78,7 @@ static void bstack_work_library(const char *lib, const char *spin)
 	}
 	fn = (void (*)(unsigned long n))dlsym(h, spin);
 	if (fn)
-		fn(3000000);
+		fn(BSTACK_WORK_SPIN);
 	dlclose(h);
 }
 
@@ -123,7 +129,7 @@ int main(int argc, char **argv)
 	}
 	end = bstack_work_now() + atof(argv[1]);
 	while (bstack_work_now() < end) {
-		bstack_work_middle(3000000);
+		bstack_work_middle(BSTACK_WORK_SPIN);
 		bstack_work_child(argv[2]);
 		bstack_work_library(argv[3], "bstack_lib_spin");
 		if (argc > 4)
