@@ -877,24 +877,23 @@ static __always_inline void walk_not_recallable(struct cfi_walk *w)
 	w->last.nr_reads = CFI_LAST_READS + 1;
 }
 
-/* A word of the user stack, noted for the walk's recall */
+/*
+ * A word of the user stack that a rule read, noted for the walk's recall
+ * (steps other than by a rule are not recalled: they read with
+ * read_window()).  Without a branch: each instruction here is verified
+ * again for each state of the walk's loop, and older kernels' verifiers
+ * (6.12) have little room left.  Past the last note the walk is no longer
+ * recallable, and the notes wrap.
+ */
 static __always_inline int read_stack(struct cfi_walk *w, __u64 *val, __u64 addr)
 {
 	__u32 i = w->last.nr_reads;
 
 	if (read_window(w, val, addr))
 		return -1;
-	if (i < CFI_LAST_READS) {
-		w->last.addr[i] = addr;
-		w->last.val[i] = *val;
-		w->last.nr_reads = i + 1;
-		if (addr < w->last.lo)
-			w->last.lo = addr;
-		if (addr + sizeof(*val) > w->last.hi)
-			w->last.hi = addr + sizeof(*val);
-	} else {
-		walk_not_recallable(w);
-	}
+	w->last.addr[i & (CFI_LAST_READS - 1)] = addr;
+	w->last.val[i & (CFI_LAST_READS - 1)] = *val;
+	w->last.nr_reads = i + 1;
 	return 0;
 }
 
@@ -931,7 +930,7 @@ static __always_inline int fp_step(struct cfi_walk *w, struct bpf_bstack_stats *
 	walk_not_recallable(w);
 	if (w->bp <= w->sp)
 		return BPF_BSTACK_STAT_CFI_BAD_RULE;
-	if (read_stack(w, &bp, w->bp) || read_stack(w, &ra, w->bp + 8))
+	if (read_window(w, &bp, w->bp) || read_window(w, &ra, w->bp + 8))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
 	if (!ra)
 		return BPF_BSTACK_STAT_CFI_COMPLETE;
@@ -961,7 +960,7 @@ static __always_inline int trampoline_step(struct cfi_walk *w, struct bpf_bstack
 	    (code & 0xffff) != PY_TRAMPOLINE_CALL ||
 	    ((code >> 16) & 0xffffffffffULL) != PY_TRAMPOLINE_RET)
 		return -1;
-	if (read_stack(w, &ra, w->sp + 8))
+	if (read_window(w, &ra, w->sp + 8))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_TRAMPOLINES, 1);
 	if (!ra)
@@ -1065,12 +1064,13 @@ static __always_inline int deref_cfa(struct cfi_walk *w, struct bpf_bstack_cfi_r
 	__u64 base, idx;
 	int err;
 
+	walk_not_recallable(w);	/* rare, and its read is not noted */
 	err = reg_value(w, regno, indexed ? &idx : &base);
 	if (err)
 		return err;
 	if (indexed)
 		base = w->sp + 8 * idx;
-	if (read_stack(w, cfa, base + BPF_BSTACK_CFA_DEREF_N(row->cfa_offset)))
+	if (read_window(w, cfa, base + BPF_BSTACK_CFA_DEREF_N(row->cfa_offset)))
 		return BPF_BSTACK_STAT_CFI_UNREADABLE;
 	*cfa += BPF_BSTACK_CFA_DEREF_M(row->cfa_offset);
 	return 0;
@@ -1195,6 +1195,21 @@ static __always_inline int cfi_step(struct cfi_walk *w, struct bpf_bstack_cfi_pr
 }
 
 /*
+ * One frame of the walk, in a function of its own (global): the verifier
+ * checks it once, whatever the states of the loop that calls it, where
+ * inlined its paths were checked again for each, and the verifier of
+ * 6.12 ran out of its million instructions.  Its arguments may be NULL
+ * as far as the verifier knows.
+ */
+__noinline int cfi_walk_frame(struct cfi_walk *w, struct bpf_bstack_cfi_proc *proc,
+			      struct bpf_bstack_user_stack *buf, struct bpf_bstack_stats *stats)
+{
+	if (!w || !proc || !buf)
+		return BPF_BSTACK_STAT_CFI_BAD_RULE;
+	return cfi_step(w, proc, buf, stats);
+}
+
+/*
  * Ask user space for the mappings of tgid, at most once in 10 ms: it may
  * be new, or have mapped new code since.
  */
@@ -1225,7 +1240,8 @@ static __always_inline bool recall_walk(struct cfi_walk *w, __u64 *hash,
 {
 	struct cfi_last_walk *last = &w->last;
 	__u64 val, span = last->hi - last->lo, off;
-	__u32 i, nr = last->nr;
+	__u32 nr = last->nr;
+	int i;
 
 	if (!nr || last->tgid != w->tgid || last->pc != w->pc || last->sp != w->sp ||
 	    last->bp != w->bp || last->procs_gen != w->procs_gen || last->now != w->now)
@@ -1259,8 +1275,6 @@ static __always_inline void start_walk(struct cfi_walk *w)
 
 	last->nr = 0;
 	last->nr_reads = 0;
-	last->lo = -1;
-	last->hi = 0;
 	last->pc = w->pc;
 	last->sp = w->sp;
 	last->bp = w->bp;
@@ -1272,11 +1286,25 @@ static __always_inline void start_walk(struct cfi_walk *w)
 /* Remember a walk to the bottom that depended on nothing but what it noted */
 static __always_inline void remember_walk(struct cfi_walk *w, __u64 hash)
 {
-	if (w->end == BPF_BSTACK_STAT_CFI_COMPLETE && hash &&
-	    w->last.nr_reads <= CFI_LAST_READS && w->last.hi - w->last.lo <= CFI_LAST_SPAN) {
-		w->last.hash = hash;
-		w->last.nr = w->nr;
+	struct cfi_last_walk *last = &w->last;
+	int i;
+
+	if (w->end != BPF_BSTACK_STAT_CFI_COMPLETE || !hash || last->nr_reads > CFI_LAST_READS)
+		return;
+	last->lo = -1;
+	last->hi = 0;
+	bpf_for(i, 0, CFI_LAST_READS) {
+		if (i >= last->nr_reads)
+			break;
+		if (last->addr[i] < last->lo)
+			last->lo = last->addr[i];
+		if (last->addr[i] + sizeof(__u64) > last->hi)
+			last->hi = last->addr[i] + sizeof(__u64);
 	}
+	if (last->hi - last->lo > CFI_LAST_SPAN)
+		return;
+	last->hash = hash;
+	last->nr = w->nr;
 }
 
 /*
@@ -1355,7 +1383,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	 * once, stay at hand instead of being looked up for every frame
 	 */
 	bpf_for(i, 0, BPF_BSTACK_MAX_STACK) {
-		w->end = cfi_step(w, proc, buf, stats);
+		w->end = cfi_walk_frame(w, proc, buf, stats);
 		if (w->end)
 			break;
 	}
@@ -1472,22 +1500,27 @@ static __always_inline bool recall_kern_stack(struct bpf_bstack_key *key,
 	struct bpf_bstack_memo_key mk = { .user_stack = key->user_stack, .event = key->event, };
 	struct bpf_bstack_memo_last *last;
 	__u32 level = nest_level();
-	__u64 *h;
+	__u64 *h, kern;
 
 	if (!key->user_stack)
 		return false;
+	/* a value, not a pointer into one map or the other: one path to verify after */
 	last = bpf_map_lookup_elem(&bstack_kern_memo_last, &level);
-	if (last && last->key.user_stack == mk.user_stack && last->key.event == mk.event)
-		h = &last->kern_stack;
-	else
+	if (last && last->key.user_stack == mk.user_stack && last->key.event == mk.event) {
+		kern = last->kern_stack;
+	} else {
 		h = bpf_map_lookup_elem(&bstack_kern_memo, &mk);
-	if (!h || !bpf_map_lookup_elem(kern_stack_map(), h))
-		return false;
-	key->kern_stack = *h;
-	if (last && h != &last->kern_stack) {
-		last->key = mk;
-		last->kern_stack = *h;
+		if (!h)
+			return false;
+		kern = *h;
+		if (last) {
+			last->key = mk;
+			last->kern_stack = kern;
+		}
 	}
+	if (!bpf_map_lookup_elem(kern_stack_map(), &kern))
+		return false;
+	key->kern_stack = kern;
 	stat_inc(stats, BPF_BSTACK_STAT_KERN_RECALLED, 1);
 	return true;
 }
