@@ -1091,8 +1091,11 @@ int bpf_bstack__write(struct bpf_bstack *b, struct perf_session *session, bool f
 	if (!err && final)
 		forget_own_progs(b, &session->header.env);
 	if (!err && !final && !b->switching) {
+		/* the BPF program's recalls look the stacks they name up again */
+		__atomic_fetch_add(&b->skel->bss->stacks_gen, 1, __ATOMIC_SEQ_CST);
 		for (map = 1; map <= BSTACK_STACK_MAPS; map++)
 			forget_written_stacks(w, map);
+		__atomic_fetch_add(&b->skel->bss->stacks_gen, 1, __ATOMIC_SEQ_CST);
 		age_written_stacks(b);
 	}
 	if (b->switching)

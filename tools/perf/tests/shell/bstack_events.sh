@@ -212,7 +212,7 @@ test_uprobe_storm() {
 # the words that walk read are still there: half the twins' hits are
 # recalled, and none takes the other twin's stack
 test_recalled_walks() {
-	n=100000
+	n=200000
 	echo "$n uprobe hits from two callers of the same code, two by two, each has its own"
 	perf --buildid-dir "$cache" bstack record -o "$tmp/twins.data" \
 		--uprobe "$tmp/bstack_events.kept:bstack_events_target" -- \
@@ -227,9 +227,33 @@ test_recalled_walks() {
 			"not $((n / 2)): $(head -3 "$tmp/twins.folded")"
 	done
 	recalled=$(perf bstack script -i "$tmp/twins.data" 2> /dev/null |
-		   sed -n "s/^  user stacks recalled from the CPU's last walk *\([0-9]*\)$/\1/p")
+		   sed -n "s/^  user stacks recalled from the CPU's last walk *\([0-9]*\)$/\1/p" |
+		   tail -n 1)
 	[ "${recalled:-0}" -ge $((n * 2 / 5)) ] ||
 		fail "${recalled:-no} of $n hits recalled from the last walk, not about half"
+}
+
+# Each drain takes the stacks it wrote out of the maps, and a rotated file
+# holds only the stacks its own counts name: the hits of one loop, nearly
+# all recalled from the last walk, have their stack in every file
+test_recalled_rotated() {
+	n=2000000
+	echo "$n uprobe hits of one stack, recalled, in files rotated every second"
+	mkdir "$tmp/rot"
+	perf --buildid-dir "$cache" bstack record --interval 20 --switch-output=1s \
+		-o "$tmp/rot/perf.data" \
+		--uprobe "$tmp/bstack_events.kept:bstack_events_target" -- \
+		"$tmp/bstack_events.kept" $n 0 0 > /dev/null 2> "$tmp/rot.err" ||
+		{ fail "record: $(tail -1 "$tmp/rot.err")"; return; }
+	set -- "$tmp"/rot/perf.data.*
+	[ $# -ge 2 ] || fail "the recording was written in $# files, not several"
+	for f in "$@"; do
+		perf --buildid-dir "$cache" bstack report -i "$f" --folded 2> /dev/null
+	done > "$tmp/rot.folded"
+	hits=$(bstack_folded_sum "$tmp/rot.folded" \
+	       ";main;bstack_events_caller;bstack_events_target ")
+	[ "$hits" = $n ] || fail "$hits of $n hits with their stack in $# files:" \
+		"$(grep -v ';bstack_events_target ' "$tmp/rot.folded" | head -2)"
 }
 
 # the kernel stack at a system call's entry tracepoint is walked once per
@@ -263,6 +287,7 @@ test_uprobe
 test_uprobe_nop5
 test_uprobe_storm
 test_recalled_walks
+test_recalled_rotated
 test_syscall_entry
 test_deep_stack
 test_execve

@@ -218,6 +218,7 @@ struct {
 struct bpf_bstack_memo_last {
 	struct bpf_bstack_memo_key key;
 	__u64 kern_stack;
+	__u64 stacks_gen;	/* stacks_gen before kern_stack was last seen stored */
 };
 
 struct {
@@ -265,6 +266,11 @@ __u64 procs_freed;
  * BPF and user space: a walk recalled is of mappings that did not change
  */
 __u64 procs_gen;
+/*
+ * Bumped by perf before and after it takes the stacks it wrote out of the
+ * maps, at each drain: a stack seen stored at this generation is there
+ */
+__u64 stacks_gen;
 int wake_sent;		/* since the last drain */
 
 /* set before load */
@@ -669,6 +675,7 @@ static __always_inline __u64 probed_pc(struct task_struct *task, __u64 pc)
 struct cfi_last_walk {
 	__u64 pc, sp, bp;
 	__u64 procs_gen;	/* procs_gen before it looked its process's mappings up */
+	__u64 stacks_gen;	/* stacks_gen before its stack was last seen stored */
 	__u64 hash;		/* of its stack, stored */
 	__u32 tgid;
 	__u32 nr;		/* its frames, 0: no walk to recall */
@@ -698,6 +705,7 @@ struct cfi_walk {
 	__u32 now;		/* bpf_ktime_get_ns() >> 30, to stamp the tables used */
 	__u64 regs;		/* the sample's user registers (struct pt_regs *) */
 	__u64 procs_gen;	/* procs_gen as the hit began */
+	__u64 stacks_gen;	/* stacks_gen as the hit began */
 	struct bpf_bstack_cfi_row row;	/* the rule of this frame */
 	__u32 map_hint;		/* the mapping of the frame before */
 	bool exact;		/* pc is not a return address: the leaf, or after a signal */
@@ -1258,8 +1266,12 @@ static __always_inline bool recall_walk(struct cfi_walk *w, __u64 *hash,
 		if (val != last->val[i])
 			return false;
 	}
-	if (!bpf_map_lookup_elem(user_stack_map(nr), &last->hash))
-		return false;
+	/* a drain since may have taken it out: then it is walked and stored again */
+	if (last->stacks_gen != w->stacks_gen) {
+		if (!bpf_map_lookup_elem(user_stack_map(nr), &last->hash))
+			return false;
+		last->stacks_gen = w->stacks_gen;
+	}
 	*hash = last->hash;
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_COMPLETE, 1);
@@ -1305,6 +1317,7 @@ static __always_inline void remember_walk(struct cfi_walk *w, __u64 hash)
 		return;
 	last->hash = hash;
 	last->nr = w->nr;
+	last->stacks_gen = w->stacks_gen;
 }
 
 /*
@@ -1330,6 +1343,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	/* before the lookups: a change after them is seen by the next hit's recall */
 	w->procs_gen = procs_gen;
+	w->stacks_gen = stacks_gen;
 	regs = (struct pt_regs___bstack *)bpf_task_pt_regs(task);
 	w->tgid = tgid;
 	/* loads through the kernel's pointers, not probe reads: cheaper, as safe */
@@ -1499,8 +1513,8 @@ static __always_inline bool recall_kern_stack(struct bpf_bstack_key *key,
 {
 	struct bpf_bstack_memo_key mk = { .user_stack = key->user_stack, .event = key->event, };
 	struct bpf_bstack_memo_last *last;
+	__u64 *h, kern, gen = stacks_gen;
 	__u32 level = nest_level();
-	__u64 *h, kern;
 
 	if (!key->user_stack)
 		return false;
@@ -1508,18 +1522,22 @@ static __always_inline bool recall_kern_stack(struct bpf_bstack_key *key,
 	last = bpf_map_lookup_elem(&bstack_kern_memo_last, &level);
 	if (last && last->key.user_stack == mk.user_stack && last->key.event == mk.event) {
 		kern = last->kern_stack;
+		if (last->stacks_gen == gen)
+			goto known;
 	} else {
 		h = bpf_map_lookup_elem(&bstack_kern_memo, &mk);
 		if (!h)
 			return false;
 		kern = *h;
-		if (last) {
-			last->key = mk;
-			last->kern_stack = kern;
-		}
 	}
 	if (!bpf_map_lookup_elem(kern_stack_map(), &kern))
 		return false;
+	if (last) {
+		last->key = mk;
+		last->kern_stack = kern;
+		last->stacks_gen = gen;
+	}
+known:
 	key->kern_stack = kern;
 	stat_inc(stats, BPF_BSTACK_STAT_KERN_RECALLED, 1);
 	return true;
