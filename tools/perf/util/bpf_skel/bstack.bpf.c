@@ -667,8 +667,8 @@ static __always_inline __u64 probed_pc(struct task_struct *task, __u64 pc)
  */
 #define CFI_LAST_READS	16
 /*
- * The words are read again in one copy from the lowest to the highest: a
- * copy costs about as much as 500 bytes more of it
+ * The words are read again in one copy, from the lowest to the highest:
+ * a copy of a KiB costs about what a copy of one word does
  */
 #define CFI_LAST_SPAN	1024
 
