@@ -1305,7 +1305,8 @@ static __always_inline void remember_walk(struct cfi_walk *w, __u64 hash)
 		return;
 	last->lo = -1;
 	last->hi = 0;
-	bpf_for(i, 0, CFI_LAST_READS) {
+	/* unrolled, as recall_walk()'s: bpf_for() costs a call a turn */
+	for (i = 0; i < CFI_LAST_READS; i++) {
 		if (i >= last->nr_reads)
 			break;
 		if (last->addr[i] < last->lo)
