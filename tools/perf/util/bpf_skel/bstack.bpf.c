@@ -465,11 +465,6 @@ static __always_inline int task_selected(void)
 	return 1;
 }
 
-/*
- * Store a stack under its hash, once: the hash, or 0 when the map refused
- * it, full (-E2BIG) or, most likely, without memory for the entry.  Most
- * stacks were seen before: a lookup, which takes no lock, finds them.
- */
 /* Tell perf once a map took half of its entries (the count read after the add) */
 static __always_inline void note_added(__u64 *added, __u64 half)
 {
@@ -482,18 +477,32 @@ static __always_inline void note_added(__u64 *added, __u64 half)
 	}
 }
 
+/*
+ * Store a stack under its hash, once: the hash, or 0 when the map refused
+ * it, full (-E2BIG) or, most likely, without memory for the entry.  Most
+ * stacks were seen before: a lookup, which takes no lock, finds them.  A
+ * stack likely new (fresh) is inserted at once: on a compile, where most
+ * are new, a lookup that missed cost about what the insert did.  *added
+ * (if any) is set when the stack was not there.
+ */
 static __always_inline __u64 store_stack(void *map, __u64 h, void *buf,
 					 struct bpf_bstack_stats *stats, int full_stat,
-					 int unstored_stat)
+					 int unstored_stat, bool fresh, bool *added)
 {
 	long err;
 
-	if (bpf_map_lookup_elem(map, &h))
+	if (!fresh && bpf_map_lookup_elem(map, &h))
 		return h;
 	err = bpf_map_update_elem(map, &h, buf, BPF_NOEXIST);
-	if (!err)
+	if (!err) {
 		note_added(&stacks_added, stacks_half);
+		if (added)
+			*added = true;
+	}
 	if (!err || err == -EEXIST)
+		return h;
+	/* the program this hit interrupted holds the bucket: it may be there */
+	if (fresh && err == -EBUSY && bpf_map_lookup_elem(map, &h))
 		return h;
 	stat_inc(stats, err == -E2BIG ? full_stat : unstored_stat, 1);
 	return 0;
@@ -505,9 +514,10 @@ static __always_inline void *user_stack_map(__u32 nr)
 	return nr <= short_frames ? (void *)&bstack_user_short_stacks : (void *)&bstack_user_stacks;
 }
 
-/* Hash the nr frames of buf and store them, once */
+/* Hash the nr frames of buf and store them, once (fresh, added: as store_stack()'s) */
 static __always_inline __u64 store_frames(struct bpf_bstack_user_stack *buf, __u32 nr,
-					  struct bpf_bstack_stats *stats, bool user)
+					  struct bpf_bstack_stats *stats, bool user,
+					  bool fresh, bool *added)
 {
 	__u64 h = 0xcbf29ce484222325ULL, ip_frames = 0;
 	void *map;
@@ -538,7 +548,8 @@ static __always_inline __u64 store_frames(struct bpf_bstack_user_stack *buf, __u
 	map = user ? user_stack_map(nr) : &bstack_kern_bid_stacks;
 	return store_stack(map, h, buf, stats,
 			   user ? BPF_BSTACK_STAT_USER_FULL : BPF_BSTACK_STAT_KERN_FULL,
-			   user ? BPF_BSTACK_STAT_USER_UNSTORED : BPF_BSTACK_STAT_KERN_UNSTORED);
+			   user ? BPF_BSTACK_STAT_USER_UNSTORED : BPF_BSTACK_STAT_KERN_UNSTORED,
+			   fresh, added);
 }
 
 /* A stack of (build-id, offset) frames: the user's, or the kernel's */
@@ -575,7 +586,7 @@ static __always_inline __u64 store_bid_stack(void *ctx, struct bpf_bstack_stats 
 	}
 	if (user)
 		stat_inc(stats, BPF_BSTACK_STAT_FP_STACKS, 1);
-	return store_frames(buf, len / sizeof(buf->frame[0]), stats, user);
+	return store_frames(buf, len / sizeof(buf->frame[0]), stats, user, false, NULL);
 }
 
 /* the x86-64 user registers the walk starts from, and those a CFA rule may name */
@@ -710,6 +721,7 @@ struct cfi_walk {
 	__u32 map_hint;		/* the mapping of the frame before */
 	bool exact;		/* pc is not a return address: the leaf, or after a signal */
 	bool guessed;		/* pc came from a frame pointer where no rule was */
+	bool searched;		/* a rule was searched, not recalled: the stack is likely new */
 	__u64 win_base;		/* user address of win, 1: none */
 	__u8 win[CFI_WINDOW];	/* the user stack there */
 	struct cfi_last_walk last;
@@ -843,6 +855,7 @@ static __always_inline bool frame_rule(struct cfi_walk *w, struct bpf_bstack_cfi
 			return true;
 		}
 	}
+	w->searched = true;
 	row = find_row(w, file, off);
 	if (!row)
 		return false;
@@ -1324,9 +1337,10 @@ static __always_inline void remember_walk(struct cfi_walk *w, __u64 hash)
 /*
  * The user stack walked with the unwind tables into *hash (0: none), or
  * false when the process has no tables yet: then the kernel walks it.
+ * *added is set if the stack was new.
  */
 static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u64 *hash,
-					    __u64 now, __u64 *since)
+					    __u64 now, __u64 *since, bool *added)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs___bstack *regs;
@@ -1388,6 +1402,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	w->regs = (__u64)regs;
 	w->exact = true;
 	w->guessed = false;
+	w->searched = false;
 	w->max = max_depth();
 	w->nr = 0;
 	w->end = 0;
@@ -1413,7 +1428,7 @@ static __always_inline bool store_cfi_stack(struct bpf_bstack_stats *stats, __u6
 	}
 	stat_inc(stats, BPF_BSTACK_STAT_CFI_STACKS, 1);
 	stat_inc(stats, w->end, 1);
-	*hash = store_frames(buf, w->nr, stats, true);
+	*hash = store_frames(buf, w->nr, stats, true, w->searched, added);
 	remember_walk(w, *hash);
 	part_done(since, BPF_BSTACK_PART_USER_STORE);
 	return true;
@@ -1450,16 +1465,19 @@ static __always_inline __u64 store_ip_stack(void *ctx, struct bpf_bstack_stats *
 	}
 	h = hash_final(hash_word(h, nr));
 	buf->nr = nr;
-	return store_stack(map, h, buf, stats, full_stat, unstored_stat);
+	return store_stack(map, h, buf, stats, full_stat, unstored_stat, false, NULL);
 }
 
+/* Count weight for key at time now in counts, inserting it at once if fresh */
 static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
-				      struct bpf_bstack_stats *stats, __u64 weight, __u64 now)
+				      struct bpf_bstack_stats *stats, __u64 weight, __u64 now,
+				      bool fresh)
 {
-	struct bpf_bstack_count *val, init = { .count = weight, };
+	struct bpf_bstack_count *val = NULL, init = { .count = weight, };
 	long err;
 
-	val = bpf_map_lookup_elem(counts, key);
+	if (!fresh)
+		val = bpf_map_lookup_elem(counts, key);
 	if (!val) {
 		init.first_ns = init.last_ns = now;
 		err = bpf_map_update_elem(counts, key, &init, BPF_NOEXIST);
@@ -1468,11 +1486,11 @@ static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
 			note_added(&counts_added[active_counts & 1], counts_half);
 			return;
 		}
-		if (err != -EEXIST) {
+		if (err != -EEXIST && !(fresh && err == -EBUSY)) {
 			stat_inc(stats, BPF_BSTACK_STAT_COUNTS_FULL, 1);
 			return;
 		}
-		/* another CPU inserted the same key meanwhile */
+		/* there: inserted meanwhile by another CPU, or not fresh after all */
 		val = bpf_map_lookup_elem(counts, key);
 		if (!val) {
 			stat_inc(stats, BPF_BSTACK_STAT_COUNTS_FULL, 1);
@@ -1483,14 +1501,18 @@ static __always_inline void count_hit(void *counts, struct bpf_bstack_key *key,
 	val->last_ns = now;
 }
 
-/* Count weight for key, at time now */
+/*
+ * Count weight for key, at time now.  A key whose user stack was new
+ * (fresh) is new too, most likely: it is inserted without a lookup first.
+ */
 static __always_inline void count_key(struct bpf_bstack_key *key,
-				      struct bpf_bstack_stats *stats, __u64 weight, __u64 now)
+				      struct bpf_bstack_stats *stats, __u64 weight, __u64 now,
+				      bool fresh)
 {
 	if (active_counts)
-		count_hit(&bstack_counts1, key, stats, weight, now);
+		count_hit(&bstack_counts1, key, stats, weight, now, fresh);
 	else
-		count_hit(&bstack_counts0, key, stats, weight, now);
+		count_hit(&bstack_counts0, key, stats, weight, now, fresh);
 }
 
 /* Kernel stacks as (build-id, offset): asked for, and this kernel has them */
@@ -1581,7 +1603,7 @@ static __always_inline void time_no_walk(void)
 static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 					struct bpf_bstack_stats *stats, __u64 kern_skip,
 					bool syscall_entry, bool in_user, __u64 now,
-					__u64 *since)
+					__u64 *since, bool *new_stack)
 {
 	/* the first walk may find the stack's memory colder: take turns */
 	bool ip_walk_first = time_walks() && stats &&
@@ -1590,7 +1612,7 @@ static __always_inline void take_stacks(void *ctx, struct bpf_bstack_key *key,
 	if (user_stack && ip_walk_first)
 		time_ip_walk(ctx);
 	if (user_stack && user_build_id && cfi &&
-	    store_cfi_stack(stats, &key->user_stack, now, since))
+	    store_cfi_stack(stats, &key->user_stack, now, since, new_stack))
 		;	/* walked with the tables */
 	else if (user_stack && user_build_id)
 		key->user_stack = store_bid_stack(ctx, stats, true, 0);
@@ -1632,6 +1654,7 @@ static __always_inline int take_hit(void *ctx, __u64 cookie, bool in_user)
 	struct bpf_bstack_key key = { .event = (__u32)cookie, };
 	__u64 pid_tgid, now, since = part_start();
 	struct bpf_bstack_stats *stats;
+	bool new_stack = false;
 	__u32 zero = 0;
 
 	if (!enabled || !task_selected())
@@ -1651,8 +1674,8 @@ static __always_inline int take_hit(void *ctx, __u64 cookie, bool in_user)
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
 	part_done(&since, BPF_BSTACK_PART_TASK);
 	take_stacks(ctx, &key, stats, 0, cookie & BPF_BSTACK_COOKIE_SYSCALL_ENTRY, in_user,
-		    now, &since);
-	count_key(&key, stats, 1, now);
+		    now, &since, &new_stack);
+	count_key(&key, stats, 1, now, new_stack);
 	part_done(&since, BPF_BSTACK_PART_COUNT);
 	nest_exit();
 	return 0;
@@ -1719,7 +1742,7 @@ static __always_inline void offcpu_start(void *ctx, struct task_struct *prev, __
 		return;
 	}
 	/* the program and bpf_trace_run4() */
-	take_stacks(ctx, &key, stats, 2, false, false, now, NULL);
+	take_stacks(ctx, &key, stats, 2, false, false, now, NULL, NULL);
 	oc->user_stack = key.user_stack;
 	oc->kern_stack = key.kern_stack;
 	oc->start_ns = now;
@@ -1745,7 +1768,7 @@ static __always_inline void offcpu_end(struct task_struct *next, __u64 now)
 	key.cpu = bpf_get_smp_processor_id();
 	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);
 	if (key.user_stack || key.kern_stack)
-		count_key(&key, stats, now - oc->start_ns, now);
+		count_key(&key, stats, now - oc->start_ns, now, false);
 	oc->start_ns = 0;
 }
 
