@@ -18,6 +18,7 @@
 #include <linux/capability.h>
 #include <linux/err.h>
 #include <linux/kernel.h>
+#include <linux/log2.h>
 #include <linux/string.h>
 #include <linux/zalloc.h>
 #include <bpf/bpf.h>
@@ -506,6 +507,20 @@ static int config_task_filter(struct bpf_bstack *b, struct target *target)
 	return 0;
 }
 
+/* The rules walked lately, shared by the CPUs: 4,096 (64 KiB) for each */
+#define CFI_MEMO_PER_CPU	4096
+#define CFI_MEMO_MAX		(1U << 20)
+
+static void config_cfi_memo(struct bpf_bstack *b, bool cfi)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	u32 n = roundup_pow_of_two(max(ncpus, 1) * CFI_MEMO_PER_CPU);
+
+	n = min(n, CFI_MEMO_MAX);
+	b->skel->rodata->memo_shift = ilog2(n);
+	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_memo, cfi ? n : 1);
+}
+
 /*
  * Walk user stacks with the binaries' unwind tables, unless asked not to:
  * the maps of the tables take no memory then.
@@ -532,6 +547,7 @@ static int config_cfi(struct bpf_bstack *b)
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_procs, cfi ? 1024 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_asked, cfi ? 1024 : 1);
 	bpf_map__set_max_entries(b->skel->maps.bstack_cfi_changed, cfi ? 1024 : 1);
+	config_cfi_memo(b, cfi);
 	return 0;
 }
 
