@@ -750,7 +750,7 @@ static __always_inline struct bpf_bstack_cfi_map *find_map(struct cfi_walk *w,
 		return m;
 	w->lo = 0;
 	w->hi = proc->nr < BPF_BSTACK_CFI_MAPS ? proc->nr : BPF_BSTACK_CFI_MAPS;
-	bpf_for(i, 0, 8) {	/* 2^8 > BPF_BSTACK_CFI_MAPS */
+	for (i = 0; i < 8; i++) {	/* 2^8 > BPF_BSTACK_CFI_MAPS */
 		if (w->lo >= w->hi)
 			break;
 		mid = ((w->lo + w->hi) / 2) & (BPF_BSTACK_CFI_MAPS - 1);
@@ -821,7 +821,8 @@ static __always_inline struct bpf_bstack_cfi_row *find_row(struct cfi_walk *w,
 		return NULL;
 	w->lo = page->first;
 	w->hi = page->first + page->nr;
-	bpf_for(i, 0, BPF_BSTACK_CFI_PAGE_SHIFT + 2) {
+	/* a plain loop, as find_map()'s: bpf_for() costs a call a turn */
+	for (i = 0; i < BPF_BSTACK_CFI_PAGE_SHIFT + 2; i++) {
 		if (w->lo >= w->hi)
 			break;
 		mid = w->lo + (w->hi - w->lo) / 2;
